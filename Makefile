@@ -1,0 +1,80 @@
+# lwo: make demo | make test | make test-gpu | make bench | make embed
+CC      ?= cc
+CLANG   ?= clang
+CXX     ?= g++
+WARN    := -Wall -Wextra -Werror
+CFLAGS  := -std=c99 -O2 -g $(WARN) -Wpedantic -Wno-overlength-strings
+CXXFLAGS:= -std=c++11 -O2 -g $(WARN) -Wno-overlength-strings
+SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LIBS    := -ldl -lm
+B       := build
+PY      := python3
+VENV    := $(B)/venv
+VPY     := $(VENV)/bin/python
+
+.PHONY: all demo test test-gpu bench embed check-embed venv clean
+all: $(B)/hello
+
+embed:
+	$(PY) tools/embed_kernels.py
+
+check-embed:
+	$(PY) tools/embed_kernels.py --check
+
+$(B):
+	mkdir -p $(B)
+
+HDR := lwo.h
+
+# ---- builds ------------------------------------------------------------------------------------
+$(B)/hello: examples/hello.c $(HDR) | $(B)
+	$(CC) $(CFLAGS) -o $@ $< $(LIBS)
+$(B)/hello-clang: examples/hello.c $(HDR) | $(B)
+	$(CLANG) $(CFLAGS) -o $@ $< $(LIBS)
+$(B)/hello-cxx: examples/hello.c $(HDR) | $(B)
+	$(CXX) $(CXXFLAGS) -x c++ -o $@ $< $(LIBS)
+$(B)/link-test: tests/test_link_a.c tests/test_link_b.c $(HDR) | $(B)
+	$(CC) $(CFLAGS) -o $@ tests/test_link_a.c tests/test_link_b.c $(LIBS)
+$(B)/link-test-cxx: tests/test_link_a.c tests/test_link_b.c $(HDR) | $(B)
+	$(CXX) $(CXXFLAGS) -x c++ -o $@ tests/test_link_a.c tests/test_link_b.c $(LIBS)
+
+# CPU test programs: tests/test_<name>.c -> build/test_<name> (gcc), -cxx (g++), -clang, -san (ASan+UBSan)
+CPU_TESTS := cpu nvrtc
+CPU_BINS  := $(foreach t,$(CPU_TESTS),$(B)/test_$(t) $(B)/test_$(t)-cxx $(B)/test_$(t)-clang)
+SAN_BINS  := $(foreach t,$(CPU_TESTS),$(B)/test_$(t)-san)
+$(B)/test_%: tests/test_%.c tests/check.h $(HDR) | $(B)
+	$(CC) $(CFLAGS) -o $@ $< $(LIBS)
+$(B)/test_%-cxx: tests/test_%.c tests/check.h $(HDR) | $(B)
+	$(CXX) $(CXXFLAGS) -x c++ -o $@ $< $(LIBS)
+$(B)/test_%-clang: tests/test_%.c tests/check.h $(HDR) | $(B)
+	$(CLANG) $(CFLAGS) -o $@ $< $(LIBS)
+$(B)/test_%-san: tests/test_%.c tests/check.h $(HDR) | $(B)
+	$(CLANG) $(CFLAGS) -O1 $(SAN) -o $@ $< $(LIBS)
+
+# ---- python environment for cross-checks (ml_dtypes, numpy, safetensors from PyPI) -------------
+$(VENV)/.ok: tests/requirements.txt | $(B)
+	$(PY) -m venv $(VENV)
+	$(VPY) -m pip install -q --disable-pip-version-check -r tests/requirements.txt
+	touch $@
+venv: $(VENV)/.ok
+
+# ---- make test: everything that runs without a GPU ---------------------------------------------
+test: check-embed $(B)/hello $(B)/hello-clang $(B)/hello-cxx $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(VENV)/.ok
+	LWO_CACHE_DIR=$(B)/cache LWO_PY=$(VPY) tests/run.sh $(CPU_BINS) $(SAN_BINS) tests/check_mldtypes.sh tests/check_hello_nogpu.sh
+
+# ---- GPU machine -------------------------------------------------------------------------------
+GPU_CFLAGS := -std=c99 -O2 -g $(WARN) -Wno-overlength-strings
+$(B)/test_gpu: tests/test_gpu.c tests/check.h $(HDR) | $(B)
+	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
+$(B)/bench: tests/bench.c $(HDR) | $(B)
+	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS) -lpthread
+test-gpu: $(B)/test_gpu $(B)/hello
+	tests/run.sh $(B)/test_gpu
+bench: $(B)/bench
+	$(B)/bench
+
+demo: $(B)/hello
+	$(B)/hello
+
+clean:
+	rm -rf $(B)
