@@ -50,6 +50,12 @@
    REVISIONS
      0.1.0  loaders, kernel module and cache, arena, convert and quantize kernels.
 */
+/* The implementation uses POSIX (dlopen, clock_gettime, mmap, glob). Strict -std=c99 hides those
+   unless a feature macro is set before the first system header: include lwo.h first in the file
+   that defines LWO_IMPLEMENTATION, or build with -D_POSIX_C_SOURCE=200809L. */
+#if defined(LWO_IMPLEMENTATION) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE) && !defined(_XOPEN_SOURCE)
+#define _POSIX_C_SOURCE 200809L
+#endif
 #ifndef LWO_H
 #define LWO_H
 
@@ -231,21 +237,21 @@ LWO_API lwo_result lwo_launch(lwo_context *ctx, lwo_stream *s, lwo_module *m, co
    NaN stays NaN. Use lwo_quantize_fp8 to produce fp8. */
 LWO_API lwo_result lwo_convert(lwo_context *ctx, lwo_stream *s, const lwo_tensor *src, lwo_tensor *dst, float scale);
 
-/* dst = sat(src / scale) in fp8, round to nearest even, saturating to +-448 (e4m3) / +-57344 (e5m2);
+/* dst = sat(src * (1 / scale)) in fp8, round to nearest even, saturating to +-448 (e4m3) / +-57344 (e5m2);
    NaN stays NaN. `scale` is an f32 tensor of one element on the device. With compute_scale != 0 it
    is written first as absmax(src) / fp8_max (1.0 when src is all zero); else it is read. */
 LWO_API lwo_result lwo_quantize_fp8(lwo_context *ctx, lwo_stream *s, const lwo_tensor *src, lwo_tensor *dst,
                                     lwo_tensor *scale, int compute_scale);
 
 /* Per-row symmetric int8: for W [N, K] (bf16/f16/f32): scales[n] = absmax(W[n,:]) / 127 and
-   q[n,k] = clamp(rne(W[n,k] / scales[n]), -127, 127). An all-zero row gets scale 1 and zeros.
+   q[n,k] = clamp(rne(W[n,k] * (1 / scales[n])), -127, 127). An all-zero row gets scale 1 and zeros.
    q: i8 [N, Kq] with Kq >= K (columns past K are written as 0); scales: f32 [N]. */
 LWO_API lwo_result lwo_quantize_int8_rows(lwo_context *ctx, lwo_stream *s, const lwo_tensor *w,
                                           lwo_tensor *q, lwo_tensor *scales);
 
 /* Dynamic per-token activation quantization for W8A8: for x [M, K] (bf16/f16/f32) and an optional
    smoothing divisor smooth [K] (f32), v = x[m,k] / smooth[k]; scales[m] = absmax(v) / 127;
-   q[m,k] = clamp(rne(v / scales[m]), -127, 127); q: i8 [M, Kq], Kq >= K, zero past K.
+   q[m,k] = clamp(rne(v * (1 / scales[m])), -127, 127); q: i8 [M, Kq], Kq >= K, zero past K.
    The same convention as lwo_quantize_int8_rows (an all-zero row: scale 1, zeros). */
 LWO_API lwo_result lwo_quantize_act_int8(lwo_context *ctx, lwo_stream *s, const lwo_tensor *x,
                                          const lwo_tensor *smooth, lwo_tensor *q, lwo_tensor *scales);
@@ -289,14 +295,1644 @@ LWO_API lwo_result lwo_stats_get(lwo_context *ctx, lwo_stats *out);
 #ifndef LWO_IMPLEMENTATION_DONE
 #define LWO_IMPLEMENTATION_DONE
 
+/* ==== 1. Platform ============================================================================ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef LWO_MALLOC
+#define LWO_MALLOC(sz) malloc(sz)
+#define LWO_FREE(p) free(p)
+#define LWO_REALLOC(p, sz) realloc(p, sz)
+#endif
+#ifndef LWO_ASSERT
+#include <assert.h>
+#define LWO_ASSERT(x) assert(x)
+#endif
+
+#ifdef LWO_STATIC
+#define LWO_DEF static
+#else
+#define LWO_DEF
+#endif
+
+#define LWO__ERROR_CAP 4096
+
+static double lwo__now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+/* a * b without wrapping; 0 on overflow (callers treat 0 as invalid). */
+static int lwo__mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
+    if (a && b > UINT64_MAX / a) return 0;
+    *out = a * b;
+    return 1;
+}
+
+static char *lwo__strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = (char *)LWO_MALLOC(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+/* Appends to a fixed buffer, truncating; keeps it NUL-terminated. */
+static void lwo__appendf(char *buf, size_t cap, const char *fmt, ...) {
+    size_t len = strlen(buf);
+    va_list ap;
+    if (len + 1 >= cap) return;
+    va_start(ap, fmt);
+    vsnprintf(buf + len, cap - len, fmt, ap);
+    va_end(ap);
+}
+
+/* FNV-1a 64: the cache key and the cache file's checksum; not cryptographic, only a guard
+   against truncation and bit rot, with the key also covering every input of the compile. */
+static uint64_t lwo__fnv1a(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = (const unsigned char *)data;
+    size_t i;
+    for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ull; }
+    return h;
+}
+#define LWO__FNV_SEED 0xcbf29ce484222325ull
+
+static int lwo__read_file(const char *path, unsigned char **data, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    long n;
+    unsigned char *buf;
+    if (!f) return 0;
+    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) { fclose(f); return 0; }
+    buf = (unsigned char *)LWO_MALLOC((size_t)n + 1);
+    if (!buf) { fclose(f); return 0; }
+    if (fread(buf, 1, (size_t)n, f) != (size_t)n) { LWO_FREE(buf); fclose(f); return 0; }
+    fclose(f);
+    *data = buf;
+    *size = (size_t)n;
+    return 1;
+}
+
+/* Write to "<path>.tmp.<pid>" then rename, so a reader never sees a partial file. */
+static int lwo__write_file_atomic(const char *path, const void *a, size_t an, const void *b, size_t bn) {
+    char tmp[4096];
+    FILE *f;
+    int ok;
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp) return 0;
+    f = fopen(tmp, "wb");
+    if (!f) return 0;
+    ok = fwrite(a, 1, an, f) == an && (bn == 0 || fwrite(b, 1, bn, f) == bn);
+    ok = (fflush(f) == 0) && ok;
+    ok = (fclose(f) == 0) && ok;
+    if (ok) ok = rename(tmp, path) == 0;
+    if (!ok) remove(tmp);
+    return ok;
+}
+
+static int lwo__mkdir_p(const char *dir) {
+    char p[4096];
+    size_t i, n = strlen(dir);
+    if (n == 0 || n >= sizeof p) return 0;
+    memcpy(p, dir, n + 1);
+    for (i = 1; i <= n; i++) {
+        if (p[i] == '/' || p[i] == 0) {
+            char c = p[i];
+            p[i] = 0;
+            if (mkdir(p, 0755) != 0 && errno != EEXIST) return 0;
+            p[i] = c;
+        }
+    }
+    return 1;
+}
+
+/* ==== 2. Driver loader ======================================================================= */
+/* The few driver types lwo needs, declared here so no CUDA header is needed to build. */
+typedef int lwo__CUresult;
+typedef int lwo__CUdevice;
+typedef void *lwo__CUcontext;
+typedef void *lwo__CUmodule;
+typedef void *lwo__CUfunction;
+typedef void *lwo__CUstream;
+typedef void *lwo__CUevent;
+typedef void *lwo__CUgraph;
+typedef void *lwo__CUgraphExec;
+typedef void *lwo__CUgraphNode;
+typedef unsigned long long lwo__CUdeviceptr;
+
+enum {
+    LWO__CUDA_SUCCESS = 0, LWO__CUDA_ERROR_OUT_OF_MEMORY = 2, LWO__CUDA_ERROR_NOT_INITIALIZED = 3,
+    LWO__CUDA_ERROR_STUB_LIBRARY = 34, LWO__CUDA_ERROR_NO_DEVICE = 100, LWO__CUDA_ERROR_INVALID_DEVICE = 101,
+    LWO__CUDA_ERROR_NOT_READY = 600,
+    LWO__CU_ATTR_MAX_THREADS_PER_BLOCK = 1, LWO__CU_ATTR_SM_COUNT = 16, LWO__CU_ATTR_CC_MAJOR = 75,
+    LWO__CU_ATTR_CC_MINOR = 76, LWO__CU_ATTR_MAX_SMEM_OPTIN = 97,
+    LWO__CU_FUNC_ATTR_MAX_DYNAMIC_SMEM = 8,
+    LWO__CU_STREAM_NON_BLOCKING = 1, LWO__CU_EVENT_DISABLE_TIMING = 2
+};
+
+/* The driver API version lwo asks cuGetProcAddress for: with 12000 the unversioned names below
+   resolve to their current (_v2, _v3) entry points, never the CUDA 3.x-era ABI. */
+#define LWO__CUDA_API_VERSION 12000
+
+/* One line per driver entry point: X(name, return-and-parameter list). */
+#define LWO__DRIVER_FUNCS(X)                                                                          \
+    X(cuGetErrorName, (lwo__CUresult, const char **))                                                \
+    X(cuGetErrorString, (lwo__CUresult, const char **))                                              \
+    X(cuInit, (unsigned))                                                                            \
+    X(cuDriverGetVersion, (int *))                                                                   \
+    X(cuDeviceGetCount, (int *))                                                                     \
+    X(cuDeviceGet, (lwo__CUdevice *, int))                                                           \
+    X(cuDeviceGetName, (char *, int, lwo__CUdevice))                                                 \
+    X(cuDeviceGetAttribute, (int *, int, lwo__CUdevice))                                             \
+    X(cuDeviceTotalMem, (size_t *, lwo__CUdevice))                                                   \
+    X(cuDevicePrimaryCtxRetain, (lwo__CUcontext *, lwo__CUdevice))                                   \
+    X(cuDevicePrimaryCtxRelease, (lwo__CUdevice))                                                    \
+    X(cuCtxSetCurrent, (lwo__CUcontext))                                                             \
+    X(cuCtxGetCurrent, (lwo__CUcontext *))                                                           \
+    X(cuCtxGetDevice, (lwo__CUdevice *))                                                             \
+    X(cuCtxSynchronize, (void))                                                                      \
+    X(cuMemGetInfo, (size_t *, size_t *))                                                            \
+    X(cuMemAlloc, (lwo__CUdeviceptr *, size_t))                                                      \
+    X(cuMemFree, (lwo__CUdeviceptr))                                                                 \
+    X(cuMemHostAlloc, (void **, size_t, unsigned))                                                   \
+    X(cuMemFreeHost, (void *))                                                                       \
+    X(cuMemHostRegister, (void *, size_t, unsigned))                                                 \
+    X(cuMemHostUnregister, (void *))                                                                 \
+    X(cuMemcpyHtoDAsync, (lwo__CUdeviceptr, const void *, size_t, lwo__CUstream))                    \
+    X(cuMemcpyDtoHAsync, (void *, lwo__CUdeviceptr, size_t, lwo__CUstream))                          \
+    X(cuMemcpyDtoDAsync, (lwo__CUdeviceptr, lwo__CUdeviceptr, size_t, lwo__CUstream))                \
+    X(cuMemsetD8Async, (lwo__CUdeviceptr, unsigned char, size_t, lwo__CUstream))                     \
+    X(cuMemsetD32Async, (lwo__CUdeviceptr, unsigned, size_t, lwo__CUstream))                         \
+    X(cuStreamCreate, (lwo__CUstream *, unsigned))                                                   \
+    X(cuStreamDestroy, (lwo__CUstream))                                                              \
+    X(cuStreamSynchronize, (lwo__CUstream))                                                          \
+    X(cuStreamWaitEvent, (lwo__CUstream, lwo__CUevent, unsigned))                                    \
+    X(cuEventCreate, (lwo__CUevent *, unsigned))                                                     \
+    X(cuEventDestroy, (lwo__CUevent))                                                                \
+    X(cuEventRecord, (lwo__CUevent, lwo__CUstream))                                                  \
+    X(cuEventSynchronize, (lwo__CUevent))                                                            \
+    X(cuEventElapsedTime, (float *, lwo__CUevent, lwo__CUevent))                                     \
+    X(cuModuleLoadData, (lwo__CUmodule *, const void *))                                             \
+    X(cuModuleUnload, (lwo__CUmodule))                                                               \
+    X(cuModuleGetFunction, (lwo__CUfunction *, lwo__CUmodule, const char *))                         \
+    X(cuFuncSetAttribute, (lwo__CUfunction, int, int))                                               \
+    X(cuLaunchKernel, (lwo__CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,   \
+                       unsigned, lwo__CUstream, void **, void **))                                   \
+    X(cuStreamBeginCapture, (lwo__CUstream, int))                                                    \
+    X(cuStreamEndCapture, (lwo__CUstream, lwo__CUgraph *))                                           \
+    X(cuGraphInstantiateWithFlags, (lwo__CUgraphExec *, lwo__CUgraph, unsigned long long))            \
+    X(cuGraphLaunch, (lwo__CUgraphExec, lwo__CUstream))                                              \
+    X(cuGraphDestroy, (lwo__CUgraph))                                                                \
+    X(cuGraphExecDestroy, (lwo__CUgraphExec))
+
+typedef struct lwo__driver {
+    void *lib;
+#define LWO__X(name, params) lwo__CUresult (*name) params;
+    LWO__DRIVER_FUNCS(LWO__X)
+#undef LWO__X
+} lwo__driver;
+
+typedef lwo__CUresult (*lwo__get_proc_v2_fn)(const char *, void **, int, unsigned long long, int *);
+typedef lwo__CUresult (*lwo__get_proc_v1_fn)(const char *, void **, int, unsigned long long);
+
+/* Loads `path` (libcuda.so.1 by default) and fills the table. On failure writes why into err. */
+static lwo_result lwo__driver_load(lwo__driver *d, const char *path, char *err, size_t errcap) {
+    void *sym;
+    lwo__get_proc_v2_fn gpa2 = NULL;
+    lwo__get_proc_v1_fn gpa1 = NULL;
+    lwo__CUresult r;
+    memset(d, 0, sizeof *d);
+    d->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!d->lib) {
+        const char *e = dlerror();
+        snprintf(err, errcap, "no CUDA driver: could not load '%s' (%s); install the NVIDIA driver, "
+                 "or set lwo_desc.driver_path", path, e ? e : "unknown error");
+        return LWO_ERROR_NO_DRIVER;
+    }
+    sym = dlsym(d->lib, "cuGetProcAddress_v2");
+    if (sym) memcpy(&gpa2, &sym, sizeof sym);
+    else if ((sym = dlsym(d->lib, "cuGetProcAddress")) != NULL) memcpy(&gpa1, &sym, sizeof sym);
+    if (!gpa2 && !gpa1) {
+        snprintf(err, errcap, "'%s' has no cuGetProcAddress: the driver is older than CUDA 11.3", path);
+        return LWO_ERROR_DRIVER_SYMBOL;
+    }
+#define LWO__X(name, params)                                                                          \
+    {                                                                                                \
+        void *p = NULL;                                                                              \
+        int status = 0;                                                                              \
+        r = gpa2 ? gpa2(#name, &p, LWO__CUDA_API_VERSION, 0, &status)                                \
+                 : gpa1(#name, &p, LWO__CUDA_API_VERSION, 0);                                        \
+        if (r == LWO__CUDA_ERROR_STUB_LIBRARY) {                                                     \
+            snprintf(err, errcap, "'%s' is the CUDA toolkit's stub libcuda (CUDA_ERROR_STUB_LIBRARY), " \
+                     "not a driver: it only satisfies the linker. Install the NVIDIA driver and make " \
+                     "sure its libcuda.so.1 comes first in the library path", path);                 \
+            return LWO_ERROR_STUB_DRIVER;                                                            \
+        }                                                                                            \
+        if (r != 0 || !p) {                                                                          \
+            snprintf(err, errcap, "the driver in '%s' lacks %s for CUDA API %d (error %d): the driver is " \
+                     "too old for lwo", path, #name, LWO__CUDA_API_VERSION, r);                      \
+            return LWO_ERROR_DRIVER_SYMBOL;                                                          \
+        }                                                                                            \
+        memcpy(&d->name, &p, sizeof p);                                                              \
+    }
+    LWO__DRIVER_FUNCS(LWO__X)
+#undef LWO__X
+    return LWO_SUCCESS;
+}
+
+static void lwo__driver_unload(lwo__driver *d) {
+    if (d->lib) dlclose(d->lib);
+    memset(d, 0, sizeof *d);
+}
+
+/* ==== 3. NVRTC loader ======================================================================== */
+typedef int lwo__nvrtcResult;
+typedef struct lwo__nvrtcProgram_st *lwo__nvrtcProgram;
+
+#define LWO__NVRTC_FUNCS(X)                                                                           \
+    X(nvrtcVersion, (int *, int *))                                                                  \
+    X(nvrtcCreateProgram, (lwo__nvrtcProgram *, const char *, const char *, int, const char *const *, \
+                           const char *const *))                                                     \
+    X(nvrtcDestroyProgram, (lwo__nvrtcProgram *))                                                    \
+    X(nvrtcCompileProgram, (lwo__nvrtcProgram, int, const char *const *))                            \
+    X(nvrtcGetProgramLogSize, (lwo__nvrtcProgram, size_t *))                                         \
+    X(nvrtcGetProgramLog, (lwo__nvrtcProgram, char *))                                               \
+    X(nvrtcGetCUBINSize, (lwo__nvrtcProgram, size_t *))                                              \
+    X(nvrtcGetCUBIN, (lwo__nvrtcProgram, char *))
+
+typedef struct lwo__nvrtc {
+    void *lib;
+    int version; /* major * 1000 + minor * 10, like the driver's */
+    char path[1024];
+#define LWO__X(name, params) lwo__nvrtcResult (*name) params;
+    LWO__NVRTC_FUNCS(LWO__X)
+#undef LWO__X
+} lwo__nvrtc;
+
+static int lwo__nvrtc_try(lwo__nvrtc *n, const char *path, char *tried, size_t cap) {
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    int maj = 0, min = 0;
+    if (!lib) { lwo__appendf(tried, cap, "\n  %s: %s", path, dlerror()); return 0; }
+#define LWO__X(name, params)                                                                          \
+    {                                                                                                \
+        void *p = dlsym(lib, #name);                                                                 \
+        if (!p) { lwo__appendf(tried, cap, "\n  %s: no symbol %s", path, #name); dlclose(lib); return 0; } \
+        memcpy(&n->name, &p, sizeof p);                                                              \
+    }
+    LWO__NVRTC_FUNCS(LWO__X)
+#undef LWO__X
+    n->lib = lib;
+    n->nvrtcVersion(&maj, &min);
+    n->version = maj * 1000 + min * 10;
+    snprintf(n->path, sizeof n->path, "%s", path);
+    return 1;
+}
+
+/* Search order: explicit path (lwo_desc.nvrtc_path, else $LWO_NVRTC_PATH), the loader's own search
+   for the versioned sonames, then the toolkit and Python wheel locations. */
+static lwo_result lwo__nvrtc_load(lwo__nvrtc *n, const char *explicit_path, char *err, size_t errcap) {
+    static const char *const sonames[] = { "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so" };
+    static const char *const patterns[] = {
+        "/usr/local/cuda/lib64/libnvrtc.so*", "/usr/local/cuda/targets/*/lib/libnvrtc.so*",
+        "/usr/local/cuda-*/lib64/libnvrtc.so*", "/opt/cuda/lib64/libnvrtc.so*",
+        "/usr/lib/x86_64-linux-gnu/libnvrtc.so*", "/usr/lib/aarch64-linux-gnu/libnvrtc.so*",
+        "/usr/local/lib/python3*/*-packages/nvidia/cu1*/lib/libnvrtc.so*",
+        "/usr/local/lib/python3*/*-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so*",
+        "/usr/lib/python3*/*-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so*",
+        "/opt/*/.venv/lib/python3*/site-packages/nvidia/cu1*/lib/libnvrtc.so*",
+        "/opt/*/.venv/lib/python3*/site-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so*",
+    };
+    char tried[3000] = "";
+    size_t i, j;
+    memset(n, 0, sizeof *n);
+    if (!explicit_path || !*explicit_path) explicit_path = getenv("LWO_NVRTC_PATH");
+    if (explicit_path && *explicit_path) {
+        if (lwo__nvrtc_try(n, explicit_path, tried, sizeof tried)) return LWO_SUCCESS;
+    }
+    for (i = 0; i < sizeof sonames / sizeof *sonames; i++)
+        if (lwo__nvrtc_try(n, sonames[i], tried, sizeof tried)) return LWO_SUCCESS;
+    for (i = 0; i < sizeof patterns / sizeof *patterns; i++) {
+        glob_t g;
+        if (glob(patterns[i], 0, NULL, &g) == 0) {
+            for (j = g.gl_pathc; j-- > 0;) { /* highest version sorts last */
+                if (strstr(g.gl_pathv[j], "builtins") || strstr(g.gl_pathv[j], ".alt.")) continue;
+                if (lwo__nvrtc_try(n, g.gl_pathv[j], tried, sizeof tried)) { globfree(&g); return LWO_SUCCESS; }
+            }
+            globfree(&g);
+        } else {
+            lwo__appendf(tried, sizeof tried, "\n  %s: no match", patterns[i]);
+        }
+    }
+    snprintf(err, errcap, "no NVRTC: lwo must compile its kernels for this GPU and could not load "
+             "libnvrtc (set LWO_NVRTC_PATH or lwo_desc.nvrtc_path). Tried:%s", tried);
+    return LWO_ERROR_NO_NVRTC;
+}
+
+static void lwo__nvrtc_unload(lwo__nvrtc *n) {
+    if (n->lib) dlclose(n->lib);
+    memset(n, 0, sizeof *n);
+}
+
+/* Compiles `source` for `arch` ("sm_90a") to a cubin. On failure err holds the NVRTC log. */
+static lwo_result lwo__nvrtc_compile(const lwo__nvrtc *n, const char *source, const char *name,
+                                     const char *arch, const char *const *extra, unsigned char **cubin,
+                                     size_t *cubin_size, char *err, size_t errcap) {
+    const char *opts[24];
+    char archopt[64];
+    int nopt = 0, rc;
+    size_t logn = 0, sz = 0;
+    lwo__nvrtcProgram p = NULL;
+    snprintf(archopt, sizeof archopt, "-arch=%s", arch);
+    opts[nopt++] = archopt;
+    opts[nopt++] = "-std=c++17";
+    opts[nopt++] = "-default-device";
+    while (extra && *extra && nopt < 23) opts[nopt++] = *extra++;
+    if (n->nvrtcCreateProgram(&p, source, name, 0, NULL, NULL) != 0) {
+        snprintf(err, errcap, "nvrtcCreateProgram failed for '%s'", name);
+        return LWO_ERROR_COMPILE;
+    }
+    rc = n->nvrtcCompileProgram(p, nopt, opts);
+    n->nvrtcGetProgramLogSize(p, &logn);
+    if (rc != 0) {
+        char *log = (char *)LWO_MALLOC(logn + 1);
+        if (log) { log[0] = 0; n->nvrtcGetProgramLog(p, log); log[logn] = 0; }
+        snprintf(err, errcap, "NVRTC %d.%d could not compile '%s' for %s (error %d):\n%s", n->version / 1000,
+                 n->version % 1000 / 10, name, arch, rc, log ? log : "(no log)");
+        LWO_FREE(log);
+        n->nvrtcDestroyProgram(&p);
+        return LWO_ERROR_COMPILE;
+    }
+    if (n->nvrtcGetCUBINSize(p, &sz) != 0 || sz == 0) {
+        snprintf(err, errcap, "NVRTC produced no cubin for '%s' on %s (is %s a real architecture?)", name, arch, arch);
+        n->nvrtcDestroyProgram(&p);
+        return LWO_ERROR_COMPILE;
+    }
+    *cubin = (unsigned char *)LWO_MALLOC(sz);
+    if (!*cubin) { n->nvrtcDestroyProgram(&p); return LWO_ERROR_OUT_OF_HOST_MEMORY; }
+    n->nvrtcGetCUBIN(p, (char *)*cubin);
+    *cubin_size = sz;
+    n->nvrtcDestroyProgram(&p);
+    return LWO_SUCCESS;
+}
+
+/* The kernel source, embedded from kernels.cuh.inc. */
+/* LWO_EMBED_BEGIN (tools/embed_kernels.py writes this block; edit kernels.cuh.inc) */
+static const char *const lwo__kernel_source_parts[] = {
+"/* kernels.cuh.inc - every kernel of lwo, as real CUDA C.\n   lwo.h embeds this file (tools/embed_kernels.py) and compiles it with NVRTC at run time for the\n   device's exact arch. No toolkit #include is available to NVRTC here, so the few types and\n   conversions needed are written out below. The module is compiled with --fmad=false so every\n   product and sum rounds exactly as the CPU references in lwo.h do.\n\n   Layout conventions: tensors are dense and row-major; element counts are 64-bit. Kernels that\n   take a `vec_ok` flag use 16-byte vector accesses only when the host saw every pointer 16-byte\n   aligned; the tail past the last full vector is done element by element. */\n\ntypedef unsigned char lwo_u8;\ntypedef unsigned short lwo_u16;\ntypedef unsigned int lwo_u32;\ntypedef unsigned long long lwo_u64;\ntypedef long long lwo_i64;\n\n/* ---- scalar conversions (bit-identical to lwo_ref_* in lwo.h) ------------------------------ */\n\n__device__ __forceinline__ float lwo_bits_f32(lwo_u32 u) { return __uint_as_float(u); }\n\n__device__ __forceinline__ float lwo_bf16_to_f32(lwo_u16 h) { return __uint_as_float((lwo_u32)h << 16); }\n\n__device__ __forceinline__ lwo_u16 lwo_f32_to_bf16(float v) {\n    lwo_u32 u = __float_as_uint(v);\n    if ((u & 0x7fffffffu) > 0x7f800000u) return (lwo_u16)((u >> 16) | 0x40u); /* quiet NaN */\n    u += 0x7fffu + ((u >> 16) & 1u);                                           /* round to nearest even */\n    return (lwo_u16)(u >> 16);\n}\n\n__device__ __forceinline__ float lwo_f16_to_f32(lwo_u16 h) {\n    float f;\n    asm(\"{ .reg .b16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }\" : \"=f\"(f) : \"h\"(h));\n    return f;\n}\n\n__device__ __forceinline__ lwo_u16 lwo_f32_to_f16(float v) {\n    lwo_u16 h;\n    asm(\"{ .reg .b16 t; cvt.rn.f16.f32 t, %1; mov.b16 %0, t; }\" : \"=h\"(h) : \"f\"(v));\n    return h;\n}\n\n/* fp8 e4m3fn: bias 7, 3 mantissa bits, no infinities, S.1111.111 is NaN, max 448. */\n__device__ __forceinline__ float lwo_e4m3_to_f32(lwo_u8 c) {\n    lwo_u32 s = (lwo_u32)(c & 0x80u) << 24, e = (c >> 3) & 15u, m = c & 7u;\n    if (e == 15u && m == 7u) return __uint_as_float(s | 0x7fc00000u);\n    if (e == 0u) return __uint_as_float(s | __float_as_uint((float)m * 0.001953125f)); /* m * 2^-9 */\n    return __uint_as_float(s | ((e + 120u) << 23) | (m << 20));\n}\n\n/* fp8 e5m2: bias 15, 2 mantissa bits, IEEE-like infinities and NaNs, max 57344. */\n__device__ __forceinline__ float lwo_e5m2_to_f32(lwo_u8 c) {\n    lwo_u32 s = (lwo_u32)(c & 0x80u) << 24, e = (c >> 2) & 31u, m = c & 3u;\n    if (e == 31u) return __uint_as_float(s | (m ? 0x7fc00000u : 0x7f800000u));\n    if (e == 0u) return __uint_as_float(s | __float_as_uint((float)m * 1.52587890625e-05f)); /* m * 2^-16 */\n    return __uint_as_float(s | ((e + 112u) << 23) | (m << 21));\n}\n\n/* Round to nearest even, saturate to the largest finite code, keep NaN (as S.1111111). The normal\n",
+"   range rounds on the f32 bit pattern, so a mantissa carry moves into the exponent by itself; the\n   subnormal range is a plain integer count of the smallest step. */\n__device__ __forceinline__ lwo_u8 lwo_f32_to_fp8(float v, int e5m2) {\n    lwo_u32 u = __float_as_uint(v), s = (u >> 24) & 0x80u, a = u & 0x7fffffffu;\n    if (a > 0x7f800000u) return (lwo_u8)(s | 0x7fu);\n    float fa = __uint_as_float(a);\n    if (!e5m2) {\n        if (fa >= 448.0f) return (lwo_u8)(s | 0x7eu);\n        if (fa < 0.015625f) return (lwo_u8)(s | (lwo_u32)rintf(fa * 512.0f));   /* below 2^-6 */\n        lwo_u32 r = a + 0x7ffffu + ((a >> 20) & 1u);\n        return (lwo_u8)(s | ((r >> 20) - (120u << 3)));\n    } else {\n        if (fa >= 57344.0f) return (lwo_u8)(s | 0x7bu);\n        if (fa < 6.103515625e-05f) return (lwo_u8)(s | (lwo_u32)rintf(fa * 65536.0f)); /* below 2^-14 */\n        lwo_u32 r = a + 0xfffffu + ((a >> 21) & 1u);\n        return (lwo_u8)(s | ((r >> 21) - (112u << 2)));\n    }\n}\n\n__device__ __forceinline__ signed char lwo_f32_to_i8_sat(float v) {\n    float r = rintf(v);\n    r = fminf(fmaxf(r, -127.0f), 127.0f);\n    return (signed char)(int)r;\n}\n\n/* ---- typed element access ------------------------------------------------------------------ */\n/* Type tags: the element type, its width, and its decode/encode to f32. */\nstruct lwo_t_f32 { typedef float S; enum { W = 4 };\n    static __device__ __forceinline__ float get(const lwo_u8 *p) { return *(const float *)p; }\n    static __device__ __forceinline__ void put(lwo_u8 *p, float v) { *(float *)p = v; } };\nstruct lwo_t_f16 { enum { W = 2 };\n    static __device__ __forceinline__ float get(const lwo_u8 *p) { return lwo_f16_to_f32(*(const lwo_u16 *)p); }\n    static __device__ __forceinline__ void put(lwo_u8 *p, float v) { *(lwo_u16 *)p = lwo_f32_to_f16(v); } };\nstruct lwo_t_bf16 { enum { W = 2 };\n    static __device__ __forceinline__ float get(const lwo_u8 *p) { return lwo_bf16_to_f32(*(const lwo_u16 *)p); }\n    static __device__ __forceinline__ void put(lwo_u8 *p, float v) { *(lwo_u16 *)p = lwo_f32_to_bf16(v); } };\nstruct lwo_t_e4m3 { enum { W = 1 };\n    static __device__ __forceinline__ float get(const lwo_u8 *p) { return lwo_e4m3_to_f32(*p); }\n    static __device__ __forceinline__ void put(lwo_u8 *p, float v) { *p = lwo_f32_to_fp8(v, 0); } };\nstruct lwo_t_e5m2 { enum { W = 1 };\n    static __device__ __forceinline__ float get(const lwo_u8 *p) { return lwo_e5m2_to_f32(*p); }\n    static __device__ __forceinline__ void put(lwo_u8 *p, float v) { *p = lwo_f32_to_fp8(v, 1); } };\n\n/* 16 elements per thread: 16*W bytes in and out, as whole uint4 vectors when vec_ok. */\n#define LWO_VEC 16\n\n/* ---- convert: dst = src * scale ------------------------------------------------------------ */\n/* Any element count n; grid-stride. scale == 1 is exact for every widening conversion. The scale\n   comes either as a host value or, when scale_dev is non-null, from one f32 in device memory. */\n",
+"template <class S, class D>\n__device__ __forceinline__ void lwo_convert_body(const lwo_u8 *src, lwo_u8 *dst, lwo_u64 n, float scale,\n                                                 const float *scale_dev, int vec_ok) {\n    if (scale_dev) scale = *scale_dev;\n    lwo_u64 nvec = vec_ok ? n / LWO_VEC : 0;\n    lwo_u64 stride = (lwo_u64)gridDim.x * blockDim.x;\n    for (lwo_u64 i = (lwo_u64)blockIdx.x * blockDim.x + threadIdx.x; i < nvec; i += stride) {\n        uint4 in[(LWO_VEC * S::W + 15) / 16];\n        uint4 out[(LWO_VEC * D::W + 15) / 16];\n        const uint4 *sp = (const uint4 *)(src + i * LWO_VEC * S::W);\n#pragma unroll\n        for (int j = 0; j < (LWO_VEC * S::W + 15) / 16; j++) in[j] = sp[j];\n        const lwo_u8 *ib = (const lwo_u8 *)in;\n        lwo_u8 *ob = (lwo_u8 *)out;\n#pragma unroll\n        for (int j = 0; j < LWO_VEC; j++) D::put(ob + j * D::W, S::get(ib + j * S::W) * scale);\n        uint4 *dp = (uint4 *)(dst + i * LWO_VEC * D::W);\n#pragma unroll\n        for (int j = 0; j < (LWO_VEC * D::W + 15) / 16; j++) dp[j] = out[j];\n    }\n    for (lwo_u64 i = nvec * LWO_VEC + (lwo_u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)\n        D::put(dst + i * D::W, S::get(src + i * S::W) * scale);\n}\n\n#define LWO_CONVERT_KERNEL(sn, dn)                                                                   \\\n    extern \"C\" __global__ void lwo_k_convert_##sn##_##dn(const lwo_u8 *src, lwo_u8 *dst, lwo_u64 n,     \\\n                                                         float scale, const float *scale_dev, int vec_ok) { \\\n        lwo_convert_body<lwo_t_##sn, lwo_t_##dn>(src, dst, n, scale, scale_dev, vec_ok);             \\\n    }\n#define LWO_CONVERT_TO(sn) LWO_CONVERT_KERNEL(sn, f32) LWO_CONVERT_KERNEL(sn, f16) LWO_CONVERT_KERNEL(sn, bf16)\nLWO_CONVERT_TO(e4m3)\nLWO_CONVERT_TO(e5m2)\nLWO_CONVERT_TO(bf16)\nLWO_CONVERT_TO(f16)\nLWO_CONVERT_TO(f32)\n\n/* ---- fp8 quantization with a per-tensor scale ---------------------------------------------- */\n/* Three launches when the scale is computed: lwo_k_absmax_* folds |x| into *absmax_bits with an\n   integer atomicMax (non-negative floats order like their bit patterns; NaN orders above inf, so a\n   NaN input gives a NaN scale), lwo_k_fp8_scale turns it into the scale, then lwo_k_quantize_fp8_*\n   writes q = fp8(x * (1/scale)). *absmax_bits must be zeroed before the first. */\n__device__ __forceinline__ float lwo_warp_max(float v) {\n#pragma unroll\n    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));\n    return v;\n}\n\ntemplate <class S>\n__device__ __forceinline__ void lwo_absmax_body(const lwo_u8 *src, lwo_u64 n, lwo_u32 *absmax_bits) {\n    lwo_u32 m = 0;\n    lwo_u64 stride = (lwo_u64)gridDim.x * blockDim.x;\n    for (lwo_u64 i = (lwo_u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {\n        lwo_u32 b = __float_as_uint(S::get(src + i * S::W)) & 0x7fffffffu;\n        m = b > m ? b : m;\n    }\n#pragma unroll\n",
+"    for (int o = 16; o > 0; o >>= 1) { lwo_u32 t = __shfl_xor_sync(0xffffffffu, m, o); m = t > m ? t : m; }\n    if ((threadIdx.x & 31) == 0 && m) atomicMax(absmax_bits, m);\n}\nextern \"C\" __global__ void lwo_k_absmax_f32(const lwo_u8 *s, lwo_u64 n, lwo_u32 *a) { lwo_absmax_body<lwo_t_f32>(s, n, a); }\nextern \"C\" __global__ void lwo_k_absmax_f16(const lwo_u8 *s, lwo_u64 n, lwo_u32 *a) { lwo_absmax_body<lwo_t_f16>(s, n, a); }\nextern \"C\" __global__ void lwo_k_absmax_bf16(const lwo_u8 *s, lwo_u64 n, lwo_u32 *a) { lwo_absmax_body<lwo_t_bf16>(s, n, a); }\n\n/* scale = absmax / fp8_max, or 1 when absmax is 0. Overwrites the absmax word with the scale. */\nextern \"C\" __global__ void lwo_k_fp8_scale(lwo_u32 *absmax_bits_then_scale, float fp8_max) {\n    float a = __uint_as_float(*absmax_bits_then_scale);\n    float s = a > 0.0f ? a / fp8_max : (a == 0.0f ? 1.0f : a);\n    *(float *)absmax_bits_then_scale = s;\n}\n\ntemplate <class S, class D>\n__device__ __forceinline__ void lwo_quantize_fp8_body(const lwo_u8 *src, lwo_u8 *dst, lwo_u64 n,\n                                                      const float *scale, int vec_ok) {\n    lwo_convert_body<S, D>(src, dst, n, 1.0f / *scale, 0, vec_ok);\n}\n#define LWO_QFP8_KERNEL(sn, dn)                                                                         \\\n    extern \"C\" __global__ void lwo_k_quantize_fp8_##sn##_##dn(const lwo_u8 *src, lwo_u8 *dst, lwo_u64 n, \\\n                                                              const float *scale, int vec_ok) {         \\\n        lwo_quantize_fp8_body<lwo_t_##sn, lwo_t_##dn>(src, dst, n, scale, vec_ok);                   \\\n    }\nLWO_QFP8_KERNEL(f32, e4m3) LWO_QFP8_KERNEL(f16, e4m3) LWO_QFP8_KERNEL(bf16, e4m3)\nLWO_QFP8_KERNEL(f32, e5m2) LWO_QFP8_KERNEL(f16, e5m2) LWO_QFP8_KERNEL(bf16, e5m2)\n\n/* ---- per-row int8 quantization (weights per output channel, activations per token) ---------- */\n/* One block of LWO_ROWQ_THREADS per row. Pass 1 folds max |x / smooth| over the row, pass 2 reads\n   the row again (an L1/L2 hit for rows up to tens of KB) and writes\n   q = clamp(rne(v * (1/scale)), +-127), then zeros for columns K..Kq-1. A zero row: scale 1.\n   vec_ok: x rows start 16-byte aligned and K % 8 == 0 and q rows 8-byte aligned (Kq % 8 == 0). */\n#define LWO_ROWQ_THREADS 256\n\ntemplate <class S>\n__device__ __forceinline__ float lwo_rowq_load(const lwo_u8 *row, const float *smooth, lwo_u64 k) {\n    float v = S::get(row + k * S::W);\n    return smooth ? v / smooth[k] : v;\n}\n\n/* Elements 8i..8i+7 of a row as f32, in one or two 16-byte loads (vec_ok path only). */\ntemplate <class S>\n__device__ __forceinline__ void lwo_rowq_load8(const lwo_u8 *row, const float *smooth, lwo_u64 i, float v[8]) {\n    uint4 in[(8 * S::W + 15) / 16];\n    const uint4 *p = (const uint4 *)(row + i * 8 * S::W);\n#pragma unroll\n    for (int j = 0; j < (8 * S::W + 15) / 16; j++) in[j] = p[j];\n    const lwo_u8 *b = (const lwo_u8 *)in;\n#pragma unroll\n",
+"    for (int j = 0; j < 8; j++) v[j] = S::get(b + j * S::W);\n    if (smooth) {\n#pragma unroll\n        for (int j = 0; j < 8; j++) v[j] = v[j] / smooth[i * 8 + j];\n    }\n}\n\ntemplate <class S>\n__device__ __forceinline__ void lwo_rowq_body(const lwo_u8 *x, lwo_u64 K, const float *smooth,\n                                              signed char *q, lwo_u64 Kq, float *scales, int vec_ok) {\n    __shared__ float red[LWO_ROWQ_THREADS / 32];\n    const lwo_u64 row = blockIdx.x;\n    const lwo_u8 *xr = x + row * K * S::W;\n    signed char *qr = q + row * Kq;\n    float m = 0.0f;\n    const lwo_u64 nv = vec_ok ? K / 8 : 0;\n    for (lwo_u64 i = threadIdx.x; i < nv; i += blockDim.x) {\n        float v[8];\n        lwo_rowq_load8<S>(xr, smooth, i, v);\n#pragma unroll\n        for (int j = 0; j < 8; j++) m = fmaxf(m, fabsf(v[j]));\n    }\n    for (lwo_u64 k = nv * 8 + threadIdx.x; k < K; k += blockDim.x) m = fmaxf(m, fabsf(lwo_rowq_load<S>(xr, smooth, k)));\n    m = lwo_warp_max(m);\n    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;\n    __syncthreads();\n    if (threadIdx.x < 32) {\n        float t = threadIdx.x < (blockDim.x >> 5) ? red[threadIdx.x] : 0.0f;\n        t = lwo_warp_max(t);\n        if (threadIdx.x == 0) red[0] = t;\n    }\n    __syncthreads();\n    const float amax = red[0];\n    const float scale = amax > 0.0f ? amax / 127.0f : 1.0f;\n    const float inv = 1.0f / scale;\n    if (threadIdx.x == 0) scales[row] = scale;\n    for (lwo_u64 i = threadIdx.x; i < nv; i += blockDim.x) {\n        float v[8];\n        lwo_rowq_load8<S>(xr, smooth, i, v);\n        union { signed char c[8]; uint2 u; } o;\n#pragma unroll\n        for (int j = 0; j < 8; j++) o.c[j] = lwo_f32_to_i8_sat(v[j] * inv);\n        *(uint2 *)(qr + i * 8) = o.u;\n    }\n    for (lwo_u64 k = nv * 8 + threadIdx.x; k < K; k += blockDim.x)\n        qr[k] = lwo_f32_to_i8_sat(lwo_rowq_load<S>(xr, smooth, k) * inv);\n    for (lwo_u64 k = K + threadIdx.x; k < Kq; k += blockDim.x) qr[k] = 0;\n}\n#define LWO_ROWQ_KERNEL(sn)                                                                              \\\n    extern \"C\" __global__ void __launch_bounds__(LWO_ROWQ_THREADS)                                     \\\n    lwo_k_quantize_rows_i8_##sn(const lwo_u8 *x, lwo_u64 K, const float *smooth, signed char *q,       \\\n                                lwo_u64 Kq, float *scales, int vec_ok) {                                \\\n        lwo_rowq_body<lwo_t_##sn>(x, K, smooth, q, Kq, scales, vec_ok);                                \\\n    }\nLWO_ROWQ_KERNEL(f32) LWO_ROWQ_KERNEL(f16) LWO_ROWQ_KERNEL(bf16)\n\n/* ---- test helper: a kernel that spins for a given number of clock cycles -------------------- */\n/* Used by the tests and the streaming checks to delay a stream by a random amount. */\nextern \"C\" __global__ void lwo_k_spin(lwo_u64 cycles) {\n    lwo_u64 t0 = clock64();\n    while ((lwo_u64)(clock64() - t0) < cycles) { }\n}\n",
+};
+/* LWO_EMBED_END */
+
+/* ==== 4. Kernel module ======================================================================= */
+/* The context: every table and resource lwo holds, so two contexts never share mutable state. */
+typedef struct lwo__kfunc { const char *name; lwo__CUfunction fn; } lwo__kfunc;
+
+struct lwo_module {
+    uint32_t magic;
+    lwo_context *ctx;
+    lwo__CUmodule mod;
+    lwo__kfunc *funcs; /* looked-up kernels, names owned */
+    size_t nfuncs, capfuncs;
+    int from_cache;
+    lwo_module *next;
+};
+
+typedef struct lwo__block { uint64_t off, size; } lwo__block;
+
+struct lwo_tensor {
+    uint32_t magic;
+    lwo_context *ctx;
+    lwo__CUdeviceptr ptr;
+    lwo_dtype dtype;
+    int ndim;
+    uint64_t shape[LWO_MAX_DIMS];
+    uint64_t numel, bytes;
+    uint64_t arena_off, arena_size; /* arena_size 0: wrapped, not owned */
+    lwo_tensor *prev, *next;
+};
+
+struct lwo_stream { uint32_t magic; lwo_context *ctx; lwo__CUstream s; lwo_stream *next; };
+struct lwo_event { uint32_t magic; lwo_context *ctx; lwo__CUevent e; lwo_event *next; };
+typedef struct lwo__host_block { void *p; struct lwo__host_block *next; } lwo__host_block;
+
+#define LWO__MAGIC_CTX 0x6c776f43u
+#define LWO__MAGIC_TENSOR 0x6c776f54u
+#define LWO__MAGIC_STREAM 0x6c776f53u
+#define LWO__MAGIC_EVENT 0x6c776f45u
+#define LWO__MAGIC_MODULE 0x6c776f4du
+
+struct lwo_context {
+    uint32_t magic;
+    int ok; /* 1 once lwo_create succeeded; a failed context answers only last_error and destroy */
+    lwo_desc desc;
+    char *cache_dir, *nvrtc_path, *driver_path;
+    lwo__driver cu;
+    lwo__nvrtc nvrtc; /* loaded on the first compile only */
+    lwo__CUdevice dev;
+    lwo__CUcontext cuctx;
+    int own_ctx;
+    lwo__CUstream compute;
+    int own_stream;
+    lwo_device_info info;
+    lwo_startup_times times;
+    lwo_stats stats;
+    /* arena: one allocation of exactly the budget; free list sorted by offset */
+    lwo__CUdeviceptr arena;
+    uint64_t arena_size, arena_used, arena_peak;
+    lwo__block *free_list;
+    size_t nfree, capfree;
+    lwo_module *kernels; /* lwo's own module */
+    lwo_module *modules;
+    lwo_tensor *tensors;
+    lwo_stream *streams;
+    lwo_event *events;
+    lwo__host_block *host_blocks;
+    lwo__CUdeviceptr scratch; /* 256 bytes of arena for reductions */
+    char error[LWO__ERROR_CAP];
+};
+
+static void lwo__log(lwo_context *ctx, lwo_log_level level, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    if ((int)level > ctx->desc.log_level) return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (ctx->desc.log) ctx->desc.log(ctx->desc.log_user, level, msg);
+#ifndef LWO_NO_STDIO
+    else fprintf(stderr, "lwo %s: %s\n", level == LWO_LOG_ERROR ? "error" : level == LWO_LOG_WARN ? "warning" : "info", msg);
+#endif
+}
+
+/* Records the failure detail and returns r, so callers write `return lwo__fail(ctx, r, ...)`. */
+static lwo_result lwo__fail(lwo_context *ctx, lwo_result r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
+    va_end(ap);
+    lwo__log(ctx, LWO_LOG_DEBUG, "%s: %s", lwo_result_string(r), ctx->error);
+    return r;
+}
+
+static lwo_result lwo__cuda_fail(lwo_context *ctx, lwo__CUresult rc, const char *what) {
+    const char *name = "?", *str = "";
+    if (ctx->cu.cuGetErrorName) ctx->cu.cuGetErrorName(rc, &name);
+    if (ctx->cu.cuGetErrorString) ctx->cu.cuGetErrorString(rc, &str);
+    return lwo__fail(ctx, rc == LWO__CUDA_ERROR_OUT_OF_MEMORY ? LWO_ERROR_OUT_OF_DEVICE_MEMORY : LWO_ERROR_CUDA,
+                     "%s failed: %s (%d): %s", what, name ? name : "?", rc, str ? str : "");
+}
+#define LWO__CU(ctx, call)                                                                            \
+    do {                                                                                             \
+        lwo__CUresult lwo__rc = (ctx)->cu.call;                                                      \
+        if (lwo__rc != 0) return lwo__cuda_fail((ctx), lwo__rc, #call);                              \
+    } while (0)
+
+/* Every entry point taking a context starts here: a usable context, made current on this thread. */
+static lwo_result lwo__enter(lwo_context *ctx) {
+    if (!ctx || ctx->magic != LWO__MAGIC_CTX) return LWO_ERROR_INVALID_ARGUMENT;
+    ctx->error[0] = 0;
+    if (!ctx->ok) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "this context failed to create; only lwo_last_error and lwo_destroy may be called");
+    LWO__CU(ctx, cuCtxSetCurrent(ctx->cuctx));
+    return LWO_SUCCESS;
+}
+#define LWO__ENTER(ctx)                                                                               \
+    do {                                                                                             \
+        lwo_result lwo__r = lwo__enter(ctx);                                                         \
+        if (lwo__r) return lwo__r;                                                                   \
+    } while (0)
+
+/* The target lwo compiles for: the device's exact arch, with the "a" variant on Hopper so the
+   arch-specific instructions (wgmma, setmaxnreg) are available. */
+static void lwo__arch_name(int major, int minor, char *out, size_t cap) {
+    snprintf(out, cap, "sm_%d%d%s", major, minor, (major == 9 && minor == 0) ? "a" : "");
+}
+
+/* Cache files: "<dir>/lwo-<key of source, arch, options>-nvrtc<version>.cubin", each a header
+   {magic, format, payload size, payload hash} then the cubin. The NVRTC version is part of the name
+   rather than of the lookup, so a warm start finds its cubin without loading NVRTC at all. */
+typedef struct lwo__cache_header { char magic[8]; uint32_t format, reserved; uint64_t size, hash; } lwo__cache_header;
+#define LWO__CACHE_FORMAT 1u
+
+static uint64_t lwo__module_key(const char *const *parts, size_t nparts, const char *arch, const char *const *opts) {
+    uint64_t h = LWO__FNV_SEED;
+    size_t i;
+    for (i = 0; i < nparts; i++) h = lwo__fnv1a(h, parts[i], strlen(parts[i]));
+    h = lwo__fnv1a(h, "\0", 1);
+    h = lwo__fnv1a(h, arch, strlen(arch));
+    while (opts && *opts) { h = lwo__fnv1a(h, "\0", 1); h = lwo__fnv1a(h, *opts, strlen(*opts)); opts++; }
+    return h;
+}
+
+/* Returns 1 and the payload when the file is whole and its checksum matches; else 0. */
+static int lwo__cache_validate(const unsigned char *data, size_t size, const unsigned char **payload, size_t *psize) {
+    lwo__cache_header h;
+    if (size < sizeof h) return 0;
+    memcpy(&h, data, sizeof h);
+    if (memcmp(h.magic, "LWOCUBIN", 8) != 0 || h.format != LWO__CACHE_FORMAT) return 0;
+    if (h.size == 0 || h.size != size - sizeof h) return 0;
+    if (lwo__fnv1a(LWO__FNV_SEED, data + sizeof h, (size_t)h.size) != h.hash) return 0;
+    *payload = data + sizeof h;
+    *psize = (size_t)h.size;
+    return 1;
+}
+
+static int lwo__cache_lookup(lwo_context *ctx, uint64_t key, unsigned char **file, const unsigned char **cubin, size_t *csize) {
+    char prefix[64];
+    DIR *d;
+    struct dirent *e;
+    int found = 0;
+    if (!ctx->cache_dir) return 0;
+    snprintf(prefix, sizeof prefix, "lwo-%016llx-", (unsigned long long)key);
+    d = opendir(ctx->cache_dir);
+    if (!d) return 0;
+    while (!found && (e = readdir(d)) != NULL) {
+        char path[4096];
+        size_t n = strlen(e->d_name);
+        unsigned char *data;
+        size_t size;
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0 || n < 6 || strcmp(e->d_name + n - 6, ".cubin") != 0) continue;
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", ctx->cache_dir, e->d_name) >= sizeof path) continue;
+        if (!lwo__read_file(path, &data, &size)) continue;
+        if (lwo__cache_validate(data, size, cubin, csize)) { *file = data; found = 1; }
+        else {
+            lwo__log(ctx, LWO_LOG_WARN, "cache file %s is truncated or corrupt; recompiling", path);
+            LWO_FREE(data);
+            remove(path);
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+static void lwo__cache_store(lwo_context *ctx, uint64_t key, const unsigned char *cubin, size_t size) {
+    char path[4096];
+    lwo__cache_header h;
+    if (!ctx->cache_dir) return;
+    if (!lwo__mkdir_p(ctx->cache_dir)) { lwo__log(ctx, LWO_LOG_WARN, "cannot create cache folder %s", ctx->cache_dir); return; }
+    memcpy(h.magic, "LWOCUBIN", 8);
+    h.format = LWO__CACHE_FORMAT;
+    h.reserved = 0;
+    h.size = size;
+    h.hash = lwo__fnv1a(LWO__FNV_SEED, cubin, size);
+    snprintf(path, sizeof path, "%s/lwo-%016llx-nvrtc%d.cubin", ctx->cache_dir, (unsigned long long)key, ctx->nvrtc.version);
+    if (!lwo__write_file_atomic(path, &h, sizeof h, cubin, size))
+        lwo__log(ctx, LWO_LOG_WARN, "cannot write cache file %s", path);
+}
+
+/* Compile (or load from the cache) the concatenation of `parts` into a module of the context. */
+static lwo_result lwo__module_build(lwo_context *ctx, const char *const *parts, size_t nparts, const char *name,
+                                    const char *const *opts, lwo_module **out) {
+    uint64_t key = lwo__module_key(parts, nparts, ctx->info.arch, opts);
+    unsigned char *file = NULL, *compiled = NULL;
+    const unsigned char *cubin = NULL;
+    size_t csize = 0;
+    lwo_module *m;
+    lwo__CUresult rc;
+    int from_cache = lwo__cache_lookup(ctx, key, &file, &cubin, &csize);
+    if (!from_cache) {
+        char *src;
+        size_t i, total = 0;
+        lwo_result r;
+        if (!ctx->nvrtc.lib) {
+            double t0 = lwo__now_ms();
+            r = lwo__nvrtc_load(&ctx->nvrtc, ctx->nvrtc_path, ctx->error, sizeof ctx->error);
+            if (r) return r;
+            ctx->info.nvrtc_version = ctx->nvrtc.version;
+            lwo__log(ctx, LWO_LOG_INFO, "NVRTC %d from %s (%.1f ms)", ctx->nvrtc.version, ctx->nvrtc.path, lwo__now_ms() - t0);
+        }
+        for (i = 0; i < nparts; i++) total += strlen(parts[i]);
+        src = (char *)LWO_MALLOC(total + 1);
+        if (!src) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory for kernel source");
+        total = 0;
+        for (i = 0; i < nparts; i++) { size_t n = strlen(parts[i]); memcpy(src + total, parts[i], n); total += n; }
+        src[total] = 0;
+        r = lwo__nvrtc_compile(&ctx->nvrtc, src, name, ctx->info.arch, opts, &compiled, &csize, ctx->error, sizeof ctx->error);
+        LWO_FREE(src);
+        if (r) { lwo__log(ctx, LWO_LOG_ERROR, "%s", ctx->error); return r; }
+        cubin = compiled;
+        lwo__cache_store(ctx, key, cubin, csize);
+    }
+    m = (lwo_module *)LWO_MALLOC(sizeof *m);
+    if (!m) { LWO_FREE(file); LWO_FREE(compiled); return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory"); }
+    memset(m, 0, sizeof *m);
+    rc = ctx->cu.cuModuleLoadData(&m->mod, cubin);
+    LWO_FREE(file);
+    LWO_FREE(compiled);
+    if (rc) { LWO_FREE(m); return lwo__cuda_fail(ctx, rc, "cuModuleLoadData"); }
+    m->magic = LWO__MAGIC_MODULE;
+    m->ctx = ctx;
+    m->from_cache = from_cache;
+    if (from_cache) ctx->stats.modules_from_cache++; else ctx->stats.modules_compiled++;
+    *out = m;
+    return LWO_SUCCESS;
+}
+
+static void lwo__module_free(lwo_context *ctx, lwo_module *m) {
+    size_t i;
+    if (m->mod && ctx->cu.cuModuleUnload) ctx->cu.cuModuleUnload(m->mod);
+    for (i = 0; i < m->nfuncs; i++) LWO_FREE((void *)m->funcs[i].name);
+    LWO_FREE(m->funcs);
+    m->magic = 0;
+    LWO_FREE(m);
+}
+
+static lwo_result lwo__module_function(lwo_context *ctx, lwo_module *m, const char *kernel, lwo__CUfunction *fn) {
+    size_t i;
+    lwo__CUresult rc;
+    for (i = 0; i < m->nfuncs; i++)
+        if (strcmp(m->funcs[i].name, kernel) == 0) { *fn = m->funcs[i].fn; return LWO_SUCCESS; }
+    rc = ctx->cu.cuModuleGetFunction(fn, m->mod, kernel);
+    if (rc) return lwo__fail(ctx, LWO_ERROR_NOT_FOUND, "no kernel named '%s' in the module (is it extern \"C\" __global__?)", kernel);
+    if (m->nfuncs == m->capfuncs) {
+        size_t cap = m->capfuncs ? m->capfuncs * 2 : 16;
+        lwo__kfunc *nf = (lwo__kfunc *)LWO_REALLOC(m->funcs, cap * sizeof *nf);
+        if (!nf) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        m->funcs = nf;
+        m->capfuncs = cap;
+    }
+    m->funcs[m->nfuncs].name = lwo__strdup(kernel);
+    if (!m->funcs[m->nfuncs].name) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    m->funcs[m->nfuncs++].fn = *fn;
+    return LWO_SUCCESS;
+}
+
+static lwo_result lwo__launch_fn(lwo_context *ctx, lwo__CUstream s, lwo__CUfunction fn, unsigned gx, unsigned gy,
+                                 unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem, void **args,
+                                 const char *what) {
+    lwo__CUresult rc = ctx->cu.cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, smem, s, args, NULL);
+    if (rc) return lwo__cuda_fail(ctx, rc, what);
+    ctx->stats.kernels_launched++;
+    return LWO_SUCCESS;
+}
+
+/* Launch one of lwo's own kernels by name on stream s. */
+static lwo_result lwo__launch(lwo_context *ctx, lwo__CUstream s, const char *kernel, unsigned gx, unsigned gy,
+                              unsigned bx, unsigned smem, void **args) {
+    lwo__CUfunction fn;
+    lwo_result r = lwo__module_function(ctx, ctx->kernels, kernel, &fn);
+    if (r) return r;
+    return lwo__launch_fn(ctx, s, fn, gx, gy, 1, bx, 1, 1, smem, args, kernel);
+}
+
+/* ==== 5. Memory ============================================================================== */
+/* The arena: exactly the budget, allocated once, handed out first-fit in 256-byte-aligned blocks.
+   The free list stays sorted by offset so neighbours coalesce on free. */
+#define LWO__ALIGN 256u
+
+static lwo_result lwo__arena_alloc(lwo_context *ctx, uint64_t bytes, uint64_t *off, uint64_t *size, const char *what) {
+    size_t i;
+    uint64_t need = (bytes + LWO__ALIGN - 1) / LWO__ALIGN * LWO__ALIGN, largest = 0;
+    if (need < bytes) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "%s: size %llu overflows", what, (unsigned long long)bytes);
+    if (need == 0) need = LWO__ALIGN;
+    for (i = 0; i < ctx->nfree; i++) {
+        lwo__block *b = &ctx->free_list[i];
+        if (b->size >= need) {
+            *off = b->off;
+            *size = need;
+            b->off += need;
+            b->size -= need;
+            if (b->size == 0) { memmove(b, b + 1, (ctx->nfree - i - 1) * sizeof *b); ctx->nfree--; }
+            ctx->arena_used += need;
+            if (ctx->arena_used > ctx->arena_peak) ctx->arena_peak = ctx->arena_used;
+            return LWO_SUCCESS;
+        }
+        if (b->size > largest) largest = b->size;
+    }
+    return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET,
+                     "%s needs %llu bytes of VRAM but the budget of %llu has %llu free (largest free block %llu); "
+                     "raise lwo_desc.vram_budget or free tensors", what, (unsigned long long)need,
+                     (unsigned long long)ctx->arena_size, (unsigned long long)(ctx->arena_size - ctx->arena_used),
+                     (unsigned long long)largest);
+}
+
+static void lwo__arena_free(lwo_context *ctx, uint64_t off, uint64_t size) {
+    size_t i = 0;
+    while (i < ctx->nfree && ctx->free_list[i].off < off) i++;
+    ctx->arena_used -= size;
+    if (i > 0 && ctx->free_list[i - 1].off + ctx->free_list[i - 1].size == off) {
+        ctx->free_list[i - 1].size += size;
+        if (i < ctx->nfree && off + size == ctx->free_list[i].off) {
+            ctx->free_list[i - 1].size += ctx->free_list[i].size;
+            memmove(&ctx->free_list[i], &ctx->free_list[i + 1], (ctx->nfree - i - 1) * sizeof(lwo__block));
+            ctx->nfree--;
+        }
+        return;
+    }
+    if (i < ctx->nfree && off + size == ctx->free_list[i].off) {
+        ctx->free_list[i].off = off;
+        ctx->free_list[i].size += size;
+        return;
+    }
+    if (ctx->nfree == ctx->capfree) {
+        size_t cap = ctx->capfree * 2 + 16;
+        lwo__block *nb = (lwo__block *)LWO_REALLOC(ctx->free_list, cap * sizeof *nb);
+        if (!nb) { lwo__log(ctx, LWO_LOG_ERROR, "out of host memory: leaking %llu arena bytes", (unsigned long long)size); return; }
+        ctx->free_list = nb;
+        ctx->capfree = cap;
+    }
+    memmove(&ctx->free_list[i + 1], &ctx->free_list[i], (ctx->nfree - i) * sizeof(lwo__block));
+    ctx->free_list[i].off = off;
+    ctx->free_list[i].size = size;
+    ctx->nfree++;
+}
+
+LWO_DEF lwo_result lwo_memory_stats_get(lwo_context *ctx, lwo_memory_stats *out) {
+    size_t i;
+    LWO__ENTER(ctx);
+    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
+    out->budget = ctx->arena_size;
+    out->in_use = ctx->arena_used;
+    out->peak = ctx->arena_peak;
+    out->largest_free = 0;
+    for (i = 0; i < ctx->nfree; i++) if (ctx->free_list[i].size > out->largest_free) out->largest_free = ctx->free_list[i].size;
+    return LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_host_alloc(lwo_context *ctx, uint64_t bytes, void **out) {
+    lwo__host_block *hb;
+    void *p = NULL;
+    LWO__ENTER(ctx);
+    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
+    *out = NULL;
+    if (bytes == 0 || bytes > (uint64_t)SIZE_MAX) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'bytes' is %llu", (unsigned long long)bytes);
+    hb = (lwo__host_block *)LWO_MALLOC(sizeof *hb);
+    if (!hb) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    {
+        lwo__CUresult rc = ctx->cu.cuMemHostAlloc(&p, (size_t)bytes, 0);
+        if (rc) { LWO_FREE(hb); return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "cuMemHostAlloc of %llu bytes failed (%d): pinned memory refused", (unsigned long long)bytes, rc); }
+    }
+    hb->p = p;
+    hb->next = ctx->host_blocks;
+    ctx->host_blocks = hb;
+    *out = p;
+    return LWO_SUCCESS;
+}
+
+LWO_DEF void lwo_host_free(lwo_context *ctx, void *p) {
+    lwo__host_block **pp;
+    if (!ctx || ctx->magic != LWO__MAGIC_CTX || !ctx->ok || !p) return;
+    for (pp = &ctx->host_blocks; *pp; pp = &(*pp)->next) {
+        if ((*pp)->p == p) {
+            lwo__host_block *hb = *pp;
+            *pp = hb->next;
+            ctx->cu.cuCtxSetCurrent(ctx->cuctx);
+            ctx->cu.cuMemFreeHost(p);
+            LWO_FREE(hb);
+            return;
+        }
+    }
+    lwo__log(ctx, LWO_LOG_WARN, "lwo_host_free: %p was not allocated by lwo_host_alloc of this context", p);
+}
+
+/* ==== 6. Tensors ============================================================================= */
+static const struct { const char *name; size_t size; } lwo__dtypes[LWO_DTYPE_COUNT] = {
+    { "invalid", 0 }, { "f32", 4 }, { "f16", 2 }, { "bf16", 2 }, { "f8_e4m3", 1 }, { "f8_e5m2", 1 },
+    { "i8", 1 }, { "u8", 1 }, { "i32", 4 },
+};
+
+LWO_DEF size_t lwo_dtype_size(lwo_dtype t) { return (t > 0 && t < LWO_DTYPE_COUNT) ? lwo__dtypes[t].size : 0; }
+LWO_DEF const char *lwo_dtype_name(lwo_dtype t) { return (t >= 0 && t < LWO_DTYPE_COUNT) ? lwo__dtypes[t].name : "invalid"; }
+
+static lwo_result lwo__shape_check(lwo_context *ctx, lwo_dtype dtype, int ndim, const uint64_t *shape, uint64_t *numel, uint64_t *bytes) {
+    int i;
+    uint64_t n = 1;
+    if (lwo_dtype_size(dtype) == 0) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'dtype' (%d) is not a valid lwo_dtype", (int)dtype);
+    if (ndim < 1 || ndim > LWO_MAX_DIMS) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'ndim' is %d; it must be 1..%d", ndim, LWO_MAX_DIMS);
+    if (!shape) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'shape' is NULL");
+    for (i = 0; i < ndim; i++) {
+        if (shape[i] == 0) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'shape[%d]' is 0", i);
+        if (!lwo__mul_ok(n, shape[i], &n)) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'shape': element count overflows");
+    }
+    if (!lwo__mul_ok(n, lwo_dtype_size(dtype), bytes) || *bytes > ((uint64_t)1 << 62))
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'shape': byte size overflows");
+    *numel = n;
+    return LWO_SUCCESS;
+}
+
+static lwo_result lwo__tensor_new(lwo_context *ctx, lwo_dtype dtype, int ndim, const uint64_t *shape, lwo_tensor **out) {
+    lwo_tensor *t;
+    uint64_t numel, bytes;
+    lwo_result r;
+    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
+    *out = NULL;
+    r = lwo__shape_check(ctx, dtype, ndim, shape, &numel, &bytes);
+    if (r) return r;
+    t = (lwo_tensor *)LWO_MALLOC(sizeof *t);
+    if (!t) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    memset(t, 0, sizeof *t);
+    t->magic = LWO__MAGIC_TENSOR;
+    t->ctx = ctx;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    t->numel = numel;
+    t->bytes = bytes;
+    t->next = ctx->tensors;
+    if (ctx->tensors) ctx->tensors->prev = t;
+    ctx->tensors = t;
+    *out = t;
+    return LWO_SUCCESS;
+}
+
+static void lwo__tensor_free(lwo_context *ctx, lwo_tensor *t) {
+    if (t->prev) t->prev->next = t->next; else ctx->tensors = t->next;
+    if (t->next) t->next->prev = t->prev;
+    if (t->arena_size) lwo__arena_free(ctx, t->arena_off, t->arena_size);
+    t->magic = 0;
+    LWO_FREE(t);
+}
+
+LWO_DEF lwo_result lwo_tensor_create(lwo_context *ctx, lwo_dtype dtype, int ndim, const uint64_t *shape, lwo_tensor **out) {
+    lwo_tensor *t;
+    lwo_result r;
+    LWO__ENTER(ctx);
+    r = lwo__tensor_new(ctx, dtype, ndim, shape, &t);
+    if (r) return r;
+    r = lwo__arena_alloc(ctx, t->bytes, &t->arena_off, &t->arena_size, "lwo_tensor_create");
+    if (r) { t->arena_size = 0; lwo__tensor_free(ctx, t); return r; }
+    t->ptr = ctx->arena + t->arena_off;
+    *out = t;
+    return LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_tensor_wrap(lwo_context *ctx, uint64_t device_ptr, lwo_dtype dtype, int ndim, const uint64_t *shape, lwo_tensor **out) {
+    lwo_result r;
+    LWO__ENTER(ctx);
+    if (!device_ptr) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'device_ptr' is 0");
+    r = lwo__tensor_new(ctx, dtype, ndim, shape, out);
+    if (r) return r;
+    (*out)->ptr = device_ptr;
+    return LWO_SUCCESS;
+}
+
+/* NULL-safe checks that name the argument, so a bad call says exactly what was wrong. */
+static lwo_result lwo__check_tensor(lwo_context *ctx, const lwo_tensor *t, const char *arg) {
+    if (!t) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument '%s' is NULL", arg);
+    if (t->magic != LWO__MAGIC_TENSOR) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument '%s' is not a live lwo_tensor", arg);
+    if (t->ctx != ctx) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument '%s' belongs to another lwo_context", arg);
+    return LWO_SUCCESS;
+}
+#define LWO__CHECK_TENSOR(ctx, t)                                                                     \
+    do {                                                                                             \
+        lwo_result lwo__r = lwo__check_tensor((ctx), (t), #t);                                       \
+        if (lwo__r) return lwo__r;                                                                   \
+    } while (0)
+
+static lwo_result lwo__get_stream(lwo_context *ctx, lwo_stream *s, lwo__CUstream *out) {
+    if (!s) { *out = ctx->compute; return LWO_SUCCESS; }
+    if (s->magic != LWO__MAGIC_STREAM) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'stream' is not a live lwo_stream");
+    if (s->ctx != ctx) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'stream' belongs to another lwo_context");
+    *out = s->s;
+    return LWO_SUCCESS;
+}
+#define LWO__GET_STREAM(ctx, s, out)                                                                  \
+    do {                                                                                             \
+        lwo_result lwo__r = lwo__get_stream((ctx), (s), &(out));                                     \
+        if (lwo__r) return lwo__r;                                                                   \
+    } while (0)
+
+LWO_DEF void lwo_tensor_destroy(lwo_context *ctx, lwo_tensor *t) {
+    if (!ctx || ctx->magic != LWO__MAGIC_CTX || !t) return;
+    if (lwo__check_tensor(ctx, t, "t")) { lwo__log(ctx, LWO_LOG_WARN, "lwo_tensor_destroy: %s", ctx->error); return; }
+    lwo__tensor_free(ctx, t);
+}
+
+LWO_DEF uint64_t lwo_tensor_device_ptr(const lwo_tensor *t) { return t && t->magic == LWO__MAGIC_TENSOR ? t->ptr : 0; }
+LWO_DEF lwo_dtype lwo_tensor_dtype(const lwo_tensor *t) { return t && t->magic == LWO__MAGIC_TENSOR ? t->dtype : LWO_DTYPE_INVALID; }
+LWO_DEF int lwo_tensor_ndim(const lwo_tensor *t) { return t && t->magic == LWO__MAGIC_TENSOR ? t->ndim : 0; }
+LWO_DEF uint64_t lwo_tensor_dim(const lwo_tensor *t, int i) {
+    return t && t->magic == LWO__MAGIC_TENSOR && i >= 0 && i < t->ndim ? t->shape[i] : 0;
+}
+LWO_DEF uint64_t lwo_tensor_numel(const lwo_tensor *t) { return t && t->magic == LWO__MAGIC_TENSOR ? t->numel : 0; }
+LWO_DEF uint64_t lwo_tensor_bytes(const lwo_tensor *t) { return t && t->magic == LWO__MAGIC_TENSOR ? t->bytes : 0; }
+
+static lwo_result lwo__copy_check(lwo_context *ctx, const lwo_tensor *t, const void *host, uint64_t bytes, const char *what) {
+    if (!host) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "%s: host pointer is NULL", what);
+    if (bytes == 0 || bytes > t->bytes)
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "%s: argument 'bytes' is %llu; the tensor holds %llu", what,
+                         (unsigned long long)bytes, (unsigned long long)t->bytes);
+    return LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_tensor_upload_async(lwo_context *ctx, lwo_stream *s, lwo_tensor *dst, const void *src, uint64_t bytes) {
+    lwo__CUstream cs;
+    lwo_result r;
+    LWO__ENTER(ctx);
+    LWO__CHECK_TENSOR(ctx, dst);
+    LWO__GET_STREAM(ctx, s, cs);
+    if ((r = lwo__copy_check(ctx, dst, src, bytes, "lwo_tensor_upload")) != 0) return r;
+    LWO__CU(ctx, cuMemcpyHtoDAsync(dst->ptr, src, (size_t)bytes, cs));
+    ctx->stats.bytes_uploaded += bytes;
+    return LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_tensor_download_async(lwo_context *ctx, lwo_stream *s, const lwo_tensor *src, void *dst, uint64_t bytes) {
+    lwo__CUstream cs;
+    lwo_result r;
+    LWO__ENTER(ctx);
+    LWO__CHECK_TENSOR(ctx, src);
+    LWO__GET_STREAM(ctx, s, cs);
+    if ((r = lwo__copy_check(ctx, src, dst, bytes, "lwo_tensor_download")) != 0) return r;
+    LWO__CU(ctx, cuMemcpyDtoHAsync(dst, src->ptr, (size_t)bytes, cs));
+    ctx->stats.bytes_downloaded += bytes;
+    return LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_tensor_upload(lwo_context *ctx, lwo_tensor *dst, const void *src, uint64_t bytes) {
+    lwo_result r = lwo_tensor_upload_async(ctx, NULL, dst, src, bytes);
+    if (r) return r;
+    LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
+    return LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_tensor_download(lwo_context *ctx, const lwo_tensor *src, void *dst, uint64_t bytes) {
+    lwo_result r = lwo_tensor_download_async(ctx, NULL, src, dst, bytes);
+    if (r) return r;
+    LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
+    return LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_tensor_fill_bytes(lwo_context *ctx, lwo_stream *s, lwo_tensor *t, uint8_t value) {
+    lwo__CUstream cs;
+    LWO__ENTER(ctx);
+    LWO__CHECK_TENSOR(ctx, t);
+    LWO__GET_STREAM(ctx, s, cs);
+    LWO__CU(ctx, cuMemsetD8Async(t->ptr, value, (size_t)t->bytes, cs));
+    return LWO_SUCCESS;
+}
+
+/* ---- streams and events ---- */
+LWO_DEF lwo_result lwo_stream_create(lwo_context *ctx, lwo_stream **out) {
+    lwo_stream *s;
+    lwo__CUresult rc;
+    LWO__ENTER(ctx);
+    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
+    *out = NULL;
+    s = (lwo_stream *)LWO_MALLOC(sizeof *s);
+    if (!s) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    rc = ctx->cu.cuStreamCreate(&s->s, LWO__CU_STREAM_NON_BLOCKING);
+    if (rc) { LWO_FREE(s); return lwo__cuda_fail(ctx, rc, "cuStreamCreate"); }
+    s->magic = LWO__MAGIC_STREAM;
+    s->ctx = ctx;
+    s->next = ctx->streams;
+    ctx->streams = s;
+    *out = s;
+    return LWO_SUCCESS;
+}
+
+LWO_DEF void lwo_stream_destroy(lwo_context *ctx, lwo_stream *s) {
+    lwo_stream **pp;
+    if (!ctx || ctx->magic != LWO__MAGIC_CTX || !s) return;
+    for (pp = &ctx->streams; *pp; pp = &(*pp)->next)
+        if (*pp == s) {
+            *pp = s->next;
+            ctx->cu.cuCtxSetCurrent(ctx->cuctx);
+            ctx->cu.cuStreamDestroy(s->s);
+            s->magic = 0;
+            LWO_FREE(s);
+            return;
+        }
+}
+
+LWO_DEF lwo_result lwo_stream_synchronize(lwo_context *ctx, lwo_stream *s) {
+    lwo__CUstream cs;
+    LWO__ENTER(ctx);
+    LWO__GET_STREAM(ctx, s, cs);
+    LWO__CU(ctx, cuStreamSynchronize(cs));
+    return LWO_SUCCESS;
+}
+
+LWO_DEF void *lwo_stream_handle(lwo_context *ctx, lwo_stream *s) {
+    lwo__CUstream cs;
+    if (lwo__enter(ctx) || lwo__get_stream(ctx, s, &cs)) return NULL;
+    return cs;
+}
+
+static lwo_result lwo__check_event(lwo_context *ctx, const lwo_event *e, const char *arg) {
+    if (!e || e->magic != LWO__MAGIC_EVENT) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument '%s' is not a live lwo_event", arg);
+    if (e->ctx != ctx) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument '%s' belongs to another lwo_context", arg);
+    return LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_event_create(lwo_context *ctx, lwo_event **out) {
+    lwo_event *e;
+    lwo__CUresult rc;
+    LWO__ENTER(ctx);
+    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
+    *out = NULL;
+    e = (lwo_event *)LWO_MALLOC(sizeof *e);
+    if (!e) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    rc = ctx->cu.cuEventCreate(&e->e, 0);
+    if (rc) { LWO_FREE(e); return lwo__cuda_fail(ctx, rc, "cuEventCreate"); }
+    e->magic = LWO__MAGIC_EVENT;
+    e->ctx = ctx;
+    e->next = ctx->events;
+    ctx->events = e;
+    *out = e;
+    return LWO_SUCCESS;
+}
+
+LWO_DEF void lwo_event_destroy(lwo_context *ctx, lwo_event *e) {
+    lwo_event **pp;
+    if (!ctx || ctx->magic != LWO__MAGIC_CTX || !e) return;
+    for (pp = &ctx->events; *pp; pp = &(*pp)->next)
+        if (*pp == e) {
+            *pp = e->next;
+            ctx->cu.cuCtxSetCurrent(ctx->cuctx);
+            ctx->cu.cuEventDestroy(e->e);
+            e->magic = 0;
+            LWO_FREE(e);
+            return;
+        }
+}
+
+LWO_DEF lwo_result lwo_event_record(lwo_context *ctx, lwo_event *e, lwo_stream *s) {
+    lwo__CUstream cs;
+    lwo_result r;
+    LWO__ENTER(ctx);
+    if ((r = lwo__check_event(ctx, e, "e")) != 0) return r;
+    LWO__GET_STREAM(ctx, s, cs);
+    LWO__CU(ctx, cuEventRecord(e->e, cs));
+    return LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_stream_wait_event(lwo_context *ctx, lwo_stream *s, lwo_event *e) {
+    lwo__CUstream cs;
+    lwo_result r;
+    LWO__ENTER(ctx);
+    if ((r = lwo__check_event(ctx, e, "e")) != 0) return r;
+    LWO__GET_STREAM(ctx, s, cs);
+    LWO__CU(ctx, cuStreamWaitEvent(cs, e->e, 0));
+    return LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_event_synchronize(lwo_context *ctx, lwo_event *e) {
+    lwo_result r;
+    LWO__ENTER(ctx);
+    if ((r = lwo__check_event(ctx, e, "e")) != 0) return r;
+    LWO__CU(ctx, cuEventSynchronize(e->e));
+    return LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_event_elapsed_ms(lwo_context *ctx, lwo_event *start, lwo_event *end, float *ms) {
+    lwo_result r;
+    LWO__ENTER(ctx);
+    if ((r = lwo__check_event(ctx, start, "start")) != 0 || (r = lwo__check_event(ctx, end, "end")) != 0) return r;
+    if (!ms) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'ms' is NULL");
+    LWO__CU(ctx, cuEventElapsedTime(ms, start->e, end->e));
+    return LWO_SUCCESS;
+}
+
+/* ---- the caller's own kernels ---- */
+LWO_DEF lwo_result lwo_module_compile(lwo_context *ctx, const char *source, const char *name,
+                                      const char *const *options, lwo_module **out) {
+    lwo_result r;
+    lwo_module *m;
+    const char *parts[1];
+    LWO__ENTER(ctx);
+    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
+    *out = NULL;
+    if (!source || !*source) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'source' is NULL or empty");
+    parts[0] = source;
+    r = lwo__module_build(ctx, parts, 1, name ? name : "user.cu", options, &m);
+    if (r) return r;
+    m->next = ctx->modules;
+    ctx->modules = m;
+    *out = m;
+    return LWO_SUCCESS;
+}
+
+LWO_DEF void lwo_module_destroy(lwo_context *ctx, lwo_module *m) {
+    lwo_module **pp;
+    if (!ctx || ctx->magic != LWO__MAGIC_CTX || !m) return;
+    for (pp = &ctx->modules; *pp; pp = &(*pp)->next)
+        if (*pp == m) { *pp = m->next; ctx->cu.cuCtxSetCurrent(ctx->cuctx); lwo__module_free(ctx, m); return; }
+}
+
+LWO_DEF lwo_result lwo_launch(lwo_context *ctx, lwo_stream *s, lwo_module *m, const char *kernel, const unsigned grid[3],
+                              const unsigned block[3], unsigned shared_bytes, void **args) {
+    lwo__CUstream cs;
+    lwo__CUfunction fn;
+    lwo_result r;
+    LWO__ENTER(ctx);
+    LWO__GET_STREAM(ctx, s, cs);
+    if (!m || m->magic != LWO__MAGIC_MODULE || m->ctx != ctx) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'm' is not a live module of this context");
+    if (!kernel) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'kernel' is NULL");
+    if (!grid || !block || !grid[0] || !grid[1] || !grid[2] || !block[0] || !block[1] || !block[2])
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'grid' or 'block' is NULL or has a zero dimension");
+    if ((r = lwo__module_function(ctx, m, kernel, &fn)) != 0) return r;
+    if (shared_bytes > 48u * 1024u) {
+        if ((int)shared_bytes > ctx->info.max_smem_per_block)
+            return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'shared_bytes' (%u) exceeds the device's %d", shared_bytes, ctx->info.max_smem_per_block);
+        LWO__CU(ctx, cuFuncSetAttribute(fn, LWO__CU_FUNC_ATTR_MAX_DYNAMIC_SMEM, (int)shared_bytes));
+    }
+    return lwo__launch_fn(ctx, cs, fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_bytes, args, kernel);
+}
+
+/* ==== 7. Kernels and ops ===================================================================== */
+/* CPU references first: they define the math, and the GPU kernels in kernels.cuh.inc are written
+   to match them bit for bit. */
+static float lwo__bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static uint32_t lwo__f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+
+LWO_DEF float lwo_ref_bf16_to_f32(uint16_t h) { return lwo__bits_f32((uint32_t)h << 16); }
+
+LWO_DEF uint16_t lwo_ref_f32_to_bf16(float v) {
+    uint32_t u = lwo__f32_bits(v);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+LWO_DEF float lwo_ref_f16_to_f32(uint16_t h) {
+    uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 1023u;
+    if (e == 31u) return lwo__bits_f32(s | 0x7f800000u | (m << 13));
+    if (e == 0u) { float f = (float)m * 5.9604644775390625e-08f; return s ? -f : f; } /* m * 2^-24 */
+    return lwo__bits_f32(s | ((e + 112u) << 23) | (m << 13));
+}
+
+LWO_DEF uint16_t lwo_ref_f32_to_f16(float v) {
+    uint32_t u = lwo__f32_bits(v), s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    float fa = lwo__bits_f32(a);
+    if (a > 0x7f800000u) return (uint16_t)0x7fff; /* the canonical NaN the GPU's cvt produces */
+    if (fa >= 65520.0f) return (uint16_t)(s | 0x7c00u); /* rounds past the largest finite: inf */
+    if (fa < 6.103515625e-05f) return (uint16_t)(s | (uint32_t)nearbyintf(fa * 16777216.0f)); /* below 2^-14 */
+    {
+        uint32_t r = a + 0xfffu + ((a >> 13) & 1u);
+        return (uint16_t)(s | ((r >> 13) - (112u << 10)));
+    }
+}
+
+LWO_DEF float lwo_ref_fp8_to_f32(uint8_t c, lwo_dtype fp8) {
+    uint32_t s = (uint32_t)(c & 0x80u) << 24;
+    if (fp8 == LWO_DTYPE_F8_E4M3) {
+        uint32_t e = (c >> 3) & 15u, m = c & 7u;
+        if (e == 15u && m == 7u) return lwo__bits_f32(s | 0x7fc00000u);
+        if (e == 0u) { float f = (float)m * 0.001953125f; return s ? -f : f; }
+        return lwo__bits_f32(s | ((e + 120u) << 23) | (m << 20));
+    } else {
+        uint32_t e = (c >> 2) & 31u, m = c & 3u;
+        if (e == 31u) return lwo__bits_f32(s | (m ? 0x7fc00000u : 0x7f800000u));
+        if (e == 0u) { float f = (float)m * 1.52587890625e-05f; return s ? -f : f; }
+        return lwo__bits_f32(s | ((e + 112u) << 23) | (m << 21));
+    }
+}
+
+LWO_DEF uint8_t lwo_ref_f32_to_fp8(float v, lwo_dtype fp8) {
+    uint32_t u = lwo__f32_bits(v), s = (u >> 24) & 0x80u, a = u & 0x7fffffffu;
+    float fa = lwo__bits_f32(a);
+    if (a > 0x7f800000u) return (uint8_t)(s | 0x7fu);
+    if (fp8 == LWO_DTYPE_F8_E4M3) {
+        if (fa >= 448.0f) return (uint8_t)(s | 0x7eu);
+        if (fa < 0.015625f) return (uint8_t)(s | (uint32_t)nearbyintf(fa * 512.0f));
+        return (uint8_t)(s | (((a + 0x7ffffu + ((a >> 20) & 1u)) >> 20) - (120u << 3)));
+    } else {
+        if (fa >= 57344.0f) return (uint8_t)(s | 0x7bu);
+        if (fa < 6.103515625e-05f) return (uint8_t)(s | (uint32_t)nearbyintf(fa * 65536.0f));
+        return (uint8_t)(s | (((a + 0xfffffu + ((a >> 21) & 1u)) >> 21) - (112u << 2)));
+    }
+}
+
+static int8_t lwo__ref_i8_sat(float v) {
+    float r = nearbyintf(v);
+    r = r < -127.0f ? -127.0f : r > 127.0f ? 127.0f : r;
+    return (int8_t)(int)r;
+}
+
+LWO_DEF float lwo_ref_load(const void *data, lwo_dtype t, uint64_t i) {
+    const unsigned char *p = (const unsigned char *)data;
+    uint16_t h;
+    float f;
+    switch (t) {
+    case LWO_DTYPE_F32: memcpy(&f, p + i * 4, 4); return f;
+    case LWO_DTYPE_F16: memcpy(&h, p + i * 2, 2); return lwo_ref_f16_to_f32(h);
+    case LWO_DTYPE_BF16: memcpy(&h, p + i * 2, 2); return lwo_ref_bf16_to_f32(h);
+    case LWO_DTYPE_F8_E4M3: case LWO_DTYPE_F8_E5M2: return lwo_ref_fp8_to_f32(p[i], t);
+    case LWO_DTYPE_I8: return (float)(int8_t)p[i];
+    case LWO_DTYPE_U8: return (float)p[i];
+    case LWO_DTYPE_I32: { int32_t v; memcpy(&v, p + i * 4, 4); return (float)v; }
+    default: return 0.0f;
+    }
+}
+
+LWO_DEF void lwo_ref_store(void *data, lwo_dtype t, uint64_t i, float v) {
+    unsigned char *p = (unsigned char *)data;
+    uint16_t h;
+    switch (t) {
+    case LWO_DTYPE_F32: memcpy(p + i * 4, &v, 4); break;
+    case LWO_DTYPE_F16: h = lwo_ref_f32_to_f16(v); memcpy(p + i * 2, &h, 2); break;
+    case LWO_DTYPE_BF16: h = lwo_ref_f32_to_bf16(v); memcpy(p + i * 2, &h, 2); break;
+    case LWO_DTYPE_F8_E4M3: case LWO_DTYPE_F8_E5M2: p[i] = lwo_ref_f32_to_fp8(v, t); break;
+    case LWO_DTYPE_I8: p[i] = (unsigned char)lwo__ref_i8_sat(v); break;
+    default: break;
+    }
+}
+
+static int lwo__is_float(lwo_dtype t) { return t == LWO_DTYPE_F32 || t == LWO_DTYPE_F16 || t == LWO_DTYPE_BF16; }
+static int lwo__is_fp8(lwo_dtype t) { return t == LWO_DTYPE_F8_E4M3 || t == LWO_DTYPE_F8_E5M2; }
+static float lwo__fp8_max(lwo_dtype t) { return t == LWO_DTYPE_F8_E4M3 ? 448.0f : 57344.0f; }
+
+LWO_DEF lwo_result lwo_ref_convert(const void *src, lwo_dtype st, void *dst, lwo_dtype dt, uint64_t n, float scale) {
+    uint64_t i;
+    if (!src || !dst || !(lwo__is_float(st) || lwo__is_fp8(st)) || !lwo__is_float(dt)) return LWO_ERROR_INVALID_ARGUMENT;
+    for (i = 0; i < n; i++) lwo_ref_store(dst, dt, i, lwo_ref_load(src, st, i) * scale);
+    return LWO_SUCCESS;
+}
+
+/* absmax / fp8_max with the kernels' conventions: 1 for an all-zero input, NaN if any input is NaN. */
+LWO_DEF float lwo_ref_fp8_scale(const void *src, lwo_dtype st, uint64_t n, lwo_dtype fp8) {
+    uint32_t m = 0;
+    uint64_t i;
+    float a;
+    for (i = 0; i < n; i++) {
+        uint32_t b = lwo__f32_bits(lwo_ref_load(src, st, i)) & 0x7fffffffu;
+        if (b > m) m = b;
+    }
+    a = lwo__bits_f32(m);
+    return a > 0.0f ? a / lwo__fp8_max(fp8) : (a == 0.0f ? 1.0f : a);
+}
+
+LWO_DEF lwo_result lwo_ref_quantize_fp8(const void *src, lwo_dtype st, uint8_t *dst, lwo_dtype fp8, uint64_t n, float scale) {
+    uint64_t i;
+    float inv = 1.0f / scale;
+    if (!src || !dst || !lwo__is_float(st) || !lwo__is_fp8(fp8)) return LWO_ERROR_INVALID_ARGUMENT;
+    for (i = 0; i < n; i++) dst[i] = lwo_ref_f32_to_fp8(lwo_ref_load(src, st, i) * inv, fp8);
+    return LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_ref_quantize_int8_rows(const void *w, lwo_dtype wt, uint64_t rows, uint64_t k, const float *smooth,
+                                              int8_t *q, uint64_t kq, float *scales) {
+    uint64_t r, c;
+    if (!w || !q || !scales || !lwo__is_float(wt) || kq < k) return LWO_ERROR_INVALID_ARGUMENT;
+    for (r = 0; r < rows; r++) {
+        float m = 0.0f, scale, inv;
+        for (c = 0; c < k; c++) {
+            float v = lwo_ref_load(w, wt, r * k + c);
+            if (smooth) v = v / smooth[c];
+            v = fabsf(v);
+            if (v > m) m = v; /* as the GPU's fmaxf: a NaN never wins */
+        }
+        scale = m > 0.0f ? m / 127.0f : 1.0f;
+        inv = 1.0f / scale;
+        scales[r] = scale;
+        for (c = 0; c < k; c++) {
+            float v = lwo_ref_load(w, wt, r * k + c);
+            if (smooth) v = v / smooth[c];
+            q[r * kq + c] = lwo__ref_i8_sat(v * inv);
+        }
+        for (c = k; c < kq; c++) q[r * kq + c] = 0;
+    }
+    return LWO_SUCCESS;
+}
+
+/* ---- GPU ops ---- */
+static unsigned lwo__grid_for(lwo_context *ctx, uint64_t items, unsigned threads) {
+    uint64_t blocks = (items + threads - 1) / threads, cap = (uint64_t)ctx->info.sm_count * 16;
+    if (blocks < 1) blocks = 1;
+    return (unsigned)(blocks < cap ? blocks : cap);
+}
+
+static int lwo__aligned16(lwo__CUdeviceptr p) { return (p & 15u) == 0; }
+
+static const char *lwo__kname(lwo_dtype t) {
+    switch (t) {
+    case LWO_DTYPE_F32: return "f32";
+    case LWO_DTYPE_F16: return "f16";
+    case LWO_DTYPE_BF16: return "bf16";
+    case LWO_DTYPE_F8_E4M3: return "e4m3";
+    case LWO_DTYPE_F8_E5M2: return "e5m2";
+    default: return "?";
+    }
+}
+
+/* Launches dst = src * scale (scale_dev, if nonzero, overrides scale on the GPU). */
+static lwo_result lwo__convert_launch(lwo_context *ctx, lwo__CUstream cs, lwo__CUdeviceptr src, lwo_dtype st,
+                                      lwo__CUdeviceptr dst, lwo_dtype dt, uint64_t n, float scale, lwo__CUdeviceptr scale_dev,
+                                      const char *prefix) {
+    char name[64];
+    int vec_ok = lwo__aligned16(src) && lwo__aligned16(dst);
+    void *args[6];
+    args[0] = &src; args[1] = &dst; args[2] = &n; args[3] = &scale; args[4] = &scale_dev; args[5] = &vec_ok;
+    snprintf(name, sizeof name, "%s_%s_%s", prefix, lwo__kname(st), lwo__kname(dt));
+    return lwo__launch(ctx, cs, name, lwo__grid_for(ctx, vec_ok ? (n + 15) / 16 : n, 256), 1, 256, 0, args);
+}
+
+LWO_DEF lwo_result lwo_convert(lwo_context *ctx, lwo_stream *s, const lwo_tensor *src, lwo_tensor *dst, float scale) {
+    lwo__CUstream cs;
+    LWO__ENTER(ctx);
+    LWO__CHECK_TENSOR(ctx, src);
+    LWO__CHECK_TENSOR(ctx, dst);
+    LWO__GET_STREAM(ctx, s, cs);
+    if (!(lwo__is_float(src->dtype) || lwo__is_fp8(src->dtype)))
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_convert: argument 'src' has dtype %s; it must be f32, f16, bf16, f8_e4m3 or f8_e5m2", lwo_dtype_name(src->dtype));
+    if (!lwo__is_float(dst->dtype))
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_convert: argument 'dst' has dtype %s; it must be f32, f16 or bf16 (use lwo_quantize_fp8 for fp8)", lwo_dtype_name(dst->dtype));
+    if (src->numel != dst->numel)
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_convert: 'src' has %llu elements, 'dst' %llu", (unsigned long long)src->numel, (unsigned long long)dst->numel);
+    return lwo__convert_launch(ctx, cs, src->ptr, src->dtype, dst->ptr, dst->dtype, src->numel, scale, 0, "lwo_k_convert");
+}
+
+LWO_DEF lwo_result lwo_quantize_fp8(lwo_context *ctx, lwo_stream *s, const lwo_tensor *src, lwo_tensor *dst, lwo_tensor *scale, int compute_scale) {
+    lwo__CUstream cs;
+    char name[64];
+    lwo_result r;
+    int vec_ok;
+    uint64_t n;
+    void *args[5];
+    LWO__ENTER(ctx);
+    LWO__CHECK_TENSOR(ctx, src);
+    LWO__CHECK_TENSOR(ctx, dst);
+    LWO__CHECK_TENSOR(ctx, scale);
+    LWO__GET_STREAM(ctx, s, cs);
+    if (!lwo__is_float(src->dtype)) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize_fp8: argument 'src' has dtype %s; it must be f32, f16 or bf16", lwo_dtype_name(src->dtype));
+    if (!lwo__is_fp8(dst->dtype)) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize_fp8: argument 'dst' has dtype %s; it must be f8_e4m3 or f8_e5m2", lwo_dtype_name(dst->dtype));
+    if (scale->dtype != LWO_DTYPE_F32 || scale->numel != 1) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize_fp8: argument 'scale' must be an f32 tensor of one element");
+    if (src->numel != dst->numel) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize_fp8: 'src' has %llu elements, 'dst' %llu", (unsigned long long)src->numel, (unsigned long long)dst->numel);
+    n = src->numel;
+    if (compute_scale) {
+        float fmax = lwo__fp8_max(dst->dtype);
+        void *a1[3], *a2[2];
+        lwo__CUdeviceptr sp = scale->ptr;
+        LWO__CU(ctx, cuMemsetD32Async(scale->ptr, 0, 1, cs));
+        a1[0] = (void *)&src->ptr; a1[1] = &n; a1[2] = &sp;
+        snprintf(name, sizeof name, "lwo_k_absmax_%s", lwo__kname(src->dtype));
+        if ((r = lwo__launch(ctx, cs, name, lwo__grid_for(ctx, n, 256), 1, 256, 0, a1)) != 0) return r;
+        a2[0] = &sp; a2[1] = &fmax;
+        if ((r = lwo__launch(ctx, cs, "lwo_k_fp8_scale", 1, 1, 1, 0, a2)) != 0) return r;
+    }
+    vec_ok = lwo__aligned16(src->ptr) && lwo__aligned16(dst->ptr);
+    args[0] = (void *)&src->ptr; args[1] = &dst->ptr; args[2] = &n; args[3] = &scale->ptr; args[4] = &vec_ok;
+    snprintf(name, sizeof name, "lwo_k_quantize_fp8_%s_%s", lwo__kname(src->dtype), lwo__kname(dst->dtype));
+    return lwo__launch(ctx, cs, name, lwo__grid_for(ctx, vec_ok ? (n + 15) / 16 : n, 256), 1, 256, 0, args);
+}
+
+/* Shared by the weight (per output channel) and activation (per token) quantizers. */
+static lwo_result lwo__quantize_rows(lwo_context *ctx, lwo__CUstream cs, const lwo_tensor *x, const lwo_tensor *smooth,
+                                     lwo_tensor *q, lwo_tensor *scales, const char *fn) {
+    uint64_t rows, K, Kq;
+    lwo__CUdeviceptr sp;
+    int vec_ok;
+    char name[64];
+    void *args[7];
+    if (!lwo__is_float(x->dtype)) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "%s: the input has dtype %s; it must be f32, f16 or bf16", fn, lwo_dtype_name(x->dtype));
+    if (x->ndim != 2 || q->ndim != 2) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "%s: the input and 'q' must be 2-D [rows, K]", fn);
+    if (q->dtype != LWO_DTYPE_I8) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "%s: argument 'q' has dtype %s; it must be i8", fn, lwo_dtype_name(q->dtype));
+    rows = x->shape[0]; K = x->shape[1]; Kq = q->shape[1];
+    if (q->shape[0] != rows || Kq < K) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "%s: 'q' is [%llu, %llu]; it must be [%llu, >= %llu]", fn,
+                                                        (unsigned long long)q->shape[0], (unsigned long long)Kq, (unsigned long long)rows, (unsigned long long)K);
+    if (scales->dtype != LWO_DTYPE_F32 || scales->numel != rows) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "%s: argument 'scales' must be f32 with %llu elements", fn, (unsigned long long)rows);
+    if (smooth && (smooth->dtype != LWO_DTYPE_F32 || smooth->numel != K)) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "%s: argument 'smooth' must be f32 with %llu elements", fn, (unsigned long long)K);
+    if (rows > 0x7fffffffu) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "%s: %llu rows is more than one launch takes", fn, (unsigned long long)rows);
+    sp = smooth ? smooth->ptr : 0;
+    vec_ok = lwo__aligned16(x->ptr) && (K % 8) == 0 && (q->ptr & 7u) == 0 && (Kq % 8) == 0;
+    args[0] = (void *)&x->ptr; args[1] = &K; args[2] = &sp; args[3] = &q->ptr; args[4] = &Kq; args[5] = &scales->ptr; args[6] = &vec_ok;
+    snprintf(name, sizeof name, "lwo_k_quantize_rows_i8_%s", lwo__kname(x->dtype));
+    return lwo__launch(ctx, cs, name, (unsigned)rows, 1, 256, 0, args);
+}
+
+LWO_DEF lwo_result lwo_quantize_int8_rows(lwo_context *ctx, lwo_stream *s, const lwo_tensor *w, lwo_tensor *q, lwo_tensor *scales) {
+    lwo__CUstream cs;
+    LWO__ENTER(ctx);
+    LWO__CHECK_TENSOR(ctx, w);
+    LWO__CHECK_TENSOR(ctx, q);
+    LWO__CHECK_TENSOR(ctx, scales);
+    LWO__GET_STREAM(ctx, s, cs);
+    return lwo__quantize_rows(ctx, cs, w, NULL, q, scales, "lwo_quantize_int8_rows");
+}
+
+LWO_DEF lwo_result lwo_quantize_act_int8(lwo_context *ctx, lwo_stream *s, const lwo_tensor *x, const lwo_tensor *smooth, lwo_tensor *q, lwo_tensor *scales) {
+    lwo__CUstream cs;
+    LWO__ENTER(ctx);
+    LWO__CHECK_TENSOR(ctx, x);
+    if (smooth) LWO__CHECK_TENSOR(ctx, smooth);
+    LWO__CHECK_TENSOR(ctx, q);
+    LWO__CHECK_TENSOR(ctx, scales);
+    LWO__GET_STREAM(ctx, s, cs);
+    return lwo__quantize_rows(ctx, cs, x, smooth, q, scales, "lwo_quantize_act_int8");
+}
+
+/* ---- context lifetime ---- */
+LWO_DEF const char *lwo_result_string(lwo_result r) {
+    static const char *const names[LWO_RESULT_COUNT] = {
+        "LWO_SUCCESS", "LWO_ERROR_INVALID_ARGUMENT", "LWO_ERROR_OUT_OF_HOST_MEMORY", "LWO_ERROR_NO_DRIVER",
+        "LWO_ERROR_STUB_DRIVER", "LWO_ERROR_DRIVER_SYMBOL", "LWO_ERROR_NO_DEVICE", "LWO_ERROR_NO_NVRTC",
+        "LWO_ERROR_COMPILE", "LWO_ERROR_OUT_OF_BUDGET", "LWO_ERROR_OUT_OF_DEVICE_MEMORY", "LWO_ERROR_BAD_FILE",
+        "LWO_ERROR_IO", "LWO_ERROR_UNSUPPORTED", "LWO_ERROR_NOT_FOUND", "LWO_ERROR_CUDA",
+    };
+    return (r >= 0 && r < LWO_RESULT_COUNT) ? names[r] : "LWO_ERROR_UNKNOWN";
+}
+
+LWO_DEF const char *lwo_last_error(const lwo_context *ctx) {
+    if (!ctx) return "no context (lwo_create could not allocate one, or NULL was passed)";
+    if (ctx->magic != LWO__MAGIC_CTX) return "not a live lwo_context";
+    return ctx->error;
+}
+
+/* All defaults are resolved here, once; the rest of the code never tests for zero. */
+static lwo_result lwo__desc_defaults(lwo_context *ctx, const lwo_desc *in) {
+    char buf[4096];
+    const char *env;
+    ctx->desc = *in;
+    if (ctx->desc.log_level == 0) ctx->desc.log_level = LWO_LOG_WARN;
+    ctx->driver_path = lwo__strdup(in->driver_path ? in->driver_path : "libcuda.so.1");
+    ctx->nvrtc_path = in->nvrtc_path ? lwo__strdup(in->nvrtc_path) : NULL;
+    buf[0] = 0;
+    if (in->cache_dir) snprintf(buf, sizeof buf, "%s", in->cache_dir);
+    else if ((env = getenv("LWO_CACHE_DIR")) != NULL && *env) snprintf(buf, sizeof buf, "%s", env);
+    else if ((env = getenv("XDG_CACHE_HOME")) != NULL && *env) snprintf(buf, sizeof buf, "%s/lwo", env);
+    else if ((env = getenv("HOME")) != NULL && *env) snprintf(buf, sizeof buf, "%s/.cache/lwo", env);
+    ctx->cache_dir = (buf[0] && strcmp(buf, "-") != 0) ? lwo__strdup(buf) : NULL;
+    if (!ctx->driver_path || (in->nvrtc_path && !ctx->nvrtc_path) || (buf[0] && strcmp(buf, "-") && !ctx->cache_dir))
+        return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    ctx->desc.driver_path = ctx->driver_path;
+    ctx->desc.nvrtc_path = ctx->nvrtc_path;
+    ctx->desc.cache_dir = ctx->cache_dir;
+    return LWO_SUCCESS;
+}
+
+#define LWO__MIB ((uint64_t)1 << 20)
+
+static lwo_result lwo__create_gpu(lwo_context *ctx) {
+    double t0 = lwo__now_ms(), t;
+    int count = 0, v;
+    size_t freeb = 0, totalb = 0;
+    lwo__CUresult rc;
+    lwo_result r;
+    const char *parts[sizeof lwo__kernel_source_parts / sizeof *lwo__kernel_source_parts];
+    static const char *const kopts[] = { "--fmad=false", NULL };
+    size_t i;
+
+    r = lwo__driver_load(&ctx->cu, ctx->driver_path, ctx->error, sizeof ctx->error);
+    if (r) return r;
+    ctx->times.load_driver_ms = lwo__now_ms() - t0;
+    t = lwo__now_ms();
+    rc = ctx->cu.cuInit(0);
+    ctx->times.cu_init_ms = lwo__now_ms() - t;
+    if (rc == LWO__CUDA_ERROR_STUB_LIBRARY) return lwo__fail(ctx, LWO_ERROR_STUB_DRIVER, "'%s' is the CUDA toolkit's stub libcuda, not a driver", ctx->driver_path);
+    if (rc == LWO__CUDA_ERROR_NO_DEVICE) return lwo__fail(ctx, LWO_ERROR_NO_DEVICE, "cuInit: the driver found no CUDA device");
+    if (rc) return lwo__cuda_fail(ctx, rc, "cuInit");
+    ctx->cu.cuDriverGetVersion(&ctx->info.driver_version);
+    LWO__CU(ctx, cuDeviceGetCount(&count));
+    if (ctx->desc.device < 0 || ctx->desc.device >= count)
+        return lwo__fail(ctx, LWO_ERROR_NO_DEVICE, "lwo_desc.device is %d but the driver sees %d CUDA device(s)", ctx->desc.device, count);
+    LWO__CU(ctx, cuDeviceGet(&ctx->dev, ctx->desc.device));
+
+    t = lwo__now_ms();
+    if (ctx->desc.cu_context) {
+        ctx->cuctx = (lwo__CUcontext)ctx->desc.cu_context;
+    } else {
+        LWO__CU(ctx, cuDevicePrimaryCtxRetain(&ctx->cuctx, ctx->dev));
+        ctx->own_ctx = 1;
+    }
+    LWO__CU(ctx, cuCtxSetCurrent(ctx->cuctx));
+    ctx->times.context_ms = lwo__now_ms() - t;
+
+    LWO__CU(ctx, cuDeviceGetName(ctx->info.name, (int)sizeof ctx->info.name, ctx->dev));
+    LWO__CU(ctx, cuDeviceGetAttribute(&ctx->info.cc_major, LWO__CU_ATTR_CC_MAJOR, ctx->dev));
+    LWO__CU(ctx, cuDeviceGetAttribute(&ctx->info.cc_minor, LWO__CU_ATTR_CC_MINOR, ctx->dev));
+    LWO__CU(ctx, cuDeviceGetAttribute(&ctx->info.sm_count, LWO__CU_ATTR_SM_COUNT, ctx->dev));
+    LWO__CU(ctx, cuDeviceGetAttribute(&v, LWO__CU_ATTR_MAX_SMEM_OPTIN, ctx->dev));
+    ctx->info.max_smem_per_block = v;
+    LWO__CU(ctx, cuMemGetInfo(&freeb, &totalb));
+    ctx->info.total_memory = totalb;
+    ctx->info.free_memory_at_create = freeb;
+    lwo__arch_name(ctx->info.cc_major, ctx->info.cc_minor, ctx->info.arch, sizeof ctx->info.arch);
+    if (ctx->info.cc_major * 10 + ctx->info.cc_minor < 75)
+        return lwo__fail(ctx, LWO_ERROR_UNSUPPORTED, "%s has compute capability %d.%d; lwo needs 7.5 or newer", ctx->info.name, ctx->info.cc_major, ctx->info.cc_minor);
+
+    if (ctx->desc.cu_stream) {
+        ctx->compute = (lwo__CUstream)ctx->desc.cu_stream;
+    } else {
+        LWO__CU(ctx, cuStreamCreate(&ctx->compute, LWO__CU_STREAM_NON_BLOCKING));
+        ctx->own_stream = 1;
+    }
+
+    t = lwo__now_ms();
+    if (ctx->desc.vram_budget == 0) {
+        uint64_t b = (uint64_t)((double)freeb * 0.9);
+        b = b > 256 * LWO__MIB ? b - 256 * LWO__MIB : 0;
+        ctx->desc.vram_budget = b / (2 * LWO__MIB) * (2 * LWO__MIB);
+    }
+    if (ctx->desc.vram_budget < LWO__MIB)
+        return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET, "a VRAM budget of %llu bytes is below lwo's minimum of 1 MiB", (unsigned long long)ctx->desc.vram_budget);
+    if (ctx->desc.vram_budget > freeb)
+        return lwo__fail(ctx, LWO_ERROR_OUT_OF_DEVICE_MEMORY, "lwo_desc.vram_budget is %llu bytes but %s has only %llu free",
+                         (unsigned long long)ctx->desc.vram_budget, ctx->info.name, (unsigned long long)freeb);
+    rc = ctx->cu.cuMemAlloc(&ctx->arena, (size_t)ctx->desc.vram_budget);
+    if (rc) return lwo__cuda_fail(ctx, rc, "cuMemAlloc of the arena (lwo_desc.vram_budget)");
+    ctx->arena_size = ctx->desc.vram_budget;
+    ctx->free_list = (lwo__block *)LWO_MALLOC(16 * sizeof *ctx->free_list);
+    if (!ctx->free_list) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    ctx->capfree = 16;
+    ctx->nfree = 1;
+    ctx->free_list[0].off = 0;
+    ctx->free_list[0].size = ctx->arena_size;
+    {
+        uint64_t off, size;
+        if ((r = lwo__arena_alloc(ctx, LWO__ALIGN, &off, &size, "lwo's scratch")) != 0) return r;
+        ctx->scratch = ctx->arena + off;
+    }
+    ctx->times.arena_ms = lwo__now_ms() - t;
+
+    t = lwo__now_ms();
+    for (i = 0; i < sizeof parts / sizeof *parts; i++) parts[i] = lwo__kernel_source_parts[i];
+    r = lwo__module_build(ctx, parts, sizeof parts / sizeof *parts, "lwo_kernels.cu", kopts, &ctx->kernels);
+    if (r) return r;
+    ctx->times.module_ms = lwo__now_ms() - t;
+    ctx->times.module_from_cache = ctx->kernels->from_cache;
+    lwo__log(ctx, LWO_LOG_INFO, "%s (%s, %d SMs), kernels %s in %.1f ms", ctx->info.name, ctx->info.arch, ctx->info.sm_count,
+             ctx->kernels->from_cache ? "from cache" : "compiled", ctx->times.module_ms);
+    return LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_create(const lwo_desc *desc, lwo_context **out) {
+    lwo_context *ctx;
+    lwo_result r;
+    double t0 = lwo__now_ms();
+    lwo_desc zero;
+    if (!out) return LWO_ERROR_INVALID_ARGUMENT;
+    *out = NULL;
+    ctx = (lwo_context *)LWO_MALLOC(sizeof *ctx);
+    if (!ctx) return LWO_ERROR_OUT_OF_HOST_MEMORY;
+    memset(ctx, 0, sizeof *ctx);
+    ctx->magic = LWO__MAGIC_CTX;
+    *out = ctx;
+    memset(&zero, 0, sizeof zero);
+    if ((r = lwo__desc_defaults(ctx, desc ? desc : &zero)) != 0) return r;
+    r = lwo__create_gpu(ctx);
+    ctx->times.total_ms = lwo__now_ms() - t0;
+    if (r) {
+        if (!ctx->error[0]) snprintf(ctx->error, sizeof ctx->error, "%s", lwo_result_string(r));
+        lwo__log(ctx, LWO_LOG_ERROR, "lwo_create: %s", ctx->error);
+        return r;
+    }
+    ctx->ok = 1;
+    return LWO_SUCCESS;
+}
+
+LWO_DEF void lwo_destroy(lwo_context *ctx) {
+    if (!ctx || ctx->magic != LWO__MAGIC_CTX) return;
+    if (ctx->cu.cuCtxSetCurrent && ctx->cuctx) {
+        ctx->cu.cuCtxSetCurrent(ctx->cuctx);
+        if (ctx->compute) ctx->cu.cuStreamSynchronize(ctx->compute);
+    }
+    while (ctx->tensors) lwo__tensor_free(ctx, ctx->tensors);
+    while (ctx->streams) lwo_stream_destroy(ctx, ctx->streams);
+    while (ctx->events) lwo_event_destroy(ctx, ctx->events);
+    while (ctx->modules) lwo_module_destroy(ctx, ctx->modules);
+    while (ctx->host_blocks) lwo_host_free(ctx, ctx->host_blocks->p);
+    if (ctx->kernels) lwo__module_free(ctx, ctx->kernels);
+    if (ctx->arena) ctx->cu.cuMemFree(ctx->arena);
+    if (ctx->own_stream && ctx->compute) ctx->cu.cuStreamDestroy(ctx->compute);
+    if (ctx->own_ctx) ctx->cu.cuDevicePrimaryCtxRelease(ctx->dev);
+    lwo__nvrtc_unload(&ctx->nvrtc);
+    lwo__driver_unload(&ctx->cu);
+    LWO_FREE(ctx->free_list);
+    LWO_FREE(ctx->cache_dir);
+    LWO_FREE(ctx->nvrtc_path);
+    LWO_FREE(ctx->driver_path);
+    ctx->magic = 0;
+    LWO_FREE(ctx);
+}
+
+LWO_DEF lwo_result lwo_device_info_get(lwo_context *ctx, lwo_device_info *out) {
+    LWO__ENTER(ctx);
+    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
+    *out = ctx->info;
+    return LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_startup_times_get(lwo_context *ctx, lwo_startup_times *out) {
+    LWO__ENTER(ctx);
+    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
+    *out = ctx->times;
+    return LWO_SUCCESS;
+}
+
 /* ==== 10. safetensors ======================================================================== */
 /* (reserved: the safetensors implementation goes here; it uses only section 1 and the error helpers) */
 
-/* LWO_EMBED_BEGIN (tools/embed_kernels.py writes this block; edit kernels.cuh.inc) */
-static const char *const lwo__kernel_source_parts[] = {
-"/* kernels.cuh.inc - every kernel of lwo, as real CUDA C (compiled by NVRTC at run time). */\n",
-};
-/* LWO_EMBED_END */
+
+/* ==== 11. Stats and logging ================================================================== */
+LWO_DEF lwo_result lwo_stats_get(lwo_context *ctx, lwo_stats *out) {
+    LWO__ENTER(ctx);
+    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
+    *out = ctx->stats;
+    return LWO_SUCCESS;
+}
 
 #endif /* LWO_IMPLEMENTATION_DONE */
 #endif /* LWO_IMPLEMENTATION */
