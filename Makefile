@@ -41,7 +41,8 @@ $(B)/link-test-cxx: tests/test_link_a.c tests/test_link_b.c $(HDR) | $(B)
 # CPU test programs: tests/test_<name>.c -> build/test_<name> (gcc), -cxx (g++), -clang, -san (ASan+UBSan)
 CPU_TESTS := cpu nvrtc
 CPU_BINS  := $(foreach t,$(CPU_TESTS),$(B)/test_$(t) $(B)/test_$(t)-cxx $(B)/test_$(t)-clang)
-SAN_BINS  := $(foreach t,$(CPU_TESTS),$(B)/test_$(t)-san)
+SAN_TESTS := cpu
+SAN_BINS  := $(foreach t,$(SAN_TESTS),$(B)/test_$(t)-san)
 $(B)/test_%: tests/test_%.c tests/check.h $(HDR) | $(B)
 	$(CC) $(CFLAGS) -o $@ $< $(LIBS)
 $(B)/test_%-cxx: tests/test_%.c tests/check.h $(HDR) | $(B)
@@ -51,6 +52,9 @@ $(B)/test_%-clang: tests/test_%.c tests/check.h $(HDR) | $(B)
 $(B)/test_%-san: tests/test_%.c tests/check.h $(HDR) | $(B)
 	$(CLANG) $(CFLAGS) -O1 $(SAN) -o $@ $< $(LIBS)
 
+$(B)/dump_codecs: tests/dump_codecs.c $(HDR) | $(B)
+	$(CC) $(CFLAGS) -o $@ $< $(LIBS)
+
 # ---- python environment for cross-checks (ml_dtypes, numpy, safetensors from PyPI) -------------
 $(VENV)/.ok: tests/requirements.txt | $(B)
 	$(PY) -m venv $(VENV)
@@ -59,8 +63,8 @@ $(VENV)/.ok: tests/requirements.txt | $(B)
 venv: $(VENV)/.ok
 
 # ---- make test: everything that runs without a GPU ---------------------------------------------
-test: check-embed $(B)/hello $(B)/hello-clang $(B)/hello-cxx $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(VENV)/.ok
-	LWO_CACHE_DIR=$(B)/cache LWO_PY=$(VPY) tests/run.sh $(CPU_BINS) $(SAN_BINS) tests/check_mldtypes.sh tests/check_hello_nogpu.sh
+test: check-embed $(B)/hello $(B)/hello-clang $(B)/hello-cxx $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/dump_codecs $(VENV)/.ok
+	LWO_CACHE_DIR=$(B)/cache LWO_PY=$(VPY) tests/run.sh $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) tests/check_mldtypes.sh tests/check_hello_nogpu.sh
 
 # ---- GPU machine -------------------------------------------------------------------------------
 GPU_CFLAGS := -std=c99 -O2 -g $(WARN) -Wno-overlength-strings

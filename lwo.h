@@ -1124,7 +1124,7 @@ static lwo_result lwo__shape_check(lwo_context *ctx, lwo_dtype dtype, int ndim, 
 
 static lwo_result lwo__tensor_new(lwo_context *ctx, lwo_dtype dtype, int ndim, const uint64_t *shape, lwo_tensor **out) {
     lwo_tensor *t;
-    uint64_t numel, bytes;
+    uint64_t numel = 0, bytes = 0;
     lwo_result r;
     if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
     *out = NULL;
@@ -1228,7 +1228,7 @@ static lwo_result lwo__copy_check(lwo_context *ctx, const lwo_tensor *t, const v
 }
 
 LWO_DEF lwo_result lwo_tensor_upload_async(lwo_context *ctx, lwo_stream *s, lwo_tensor *dst, const void *src, uint64_t bytes) {
-    lwo__CUstream cs;
+    lwo__CUstream cs = NULL;
     lwo_result r;
     LWO__ENTER(ctx);
     LWO__CHECK_TENSOR(ctx, dst);
@@ -1240,7 +1240,7 @@ LWO_DEF lwo_result lwo_tensor_upload_async(lwo_context *ctx, lwo_stream *s, lwo_
 }
 
 LWO_DEF lwo_result lwo_tensor_download_async(lwo_context *ctx, lwo_stream *s, const lwo_tensor *src, void *dst, uint64_t bytes) {
-    lwo__CUstream cs;
+    lwo__CUstream cs = NULL;
     lwo_result r;
     LWO__ENTER(ctx);
     LWO__CHECK_TENSOR(ctx, src);
@@ -1266,7 +1266,7 @@ LWO_DEF lwo_result lwo_tensor_download(lwo_context *ctx, const lwo_tensor *src, 
 }
 
 LWO_DEF lwo_result lwo_tensor_fill_bytes(lwo_context *ctx, lwo_stream *s, lwo_tensor *t, uint8_t value) {
-    lwo__CUstream cs;
+    lwo__CUstream cs = NULL;
     LWO__ENTER(ctx);
     LWO__CHECK_TENSOR(ctx, t);
     LWO__GET_STREAM(ctx, s, cs);
@@ -1308,7 +1308,7 @@ LWO_DEF void lwo_stream_destroy(lwo_context *ctx, lwo_stream *s) {
 }
 
 LWO_DEF lwo_result lwo_stream_synchronize(lwo_context *ctx, lwo_stream *s) {
-    lwo__CUstream cs;
+    lwo__CUstream cs = NULL;
     LWO__ENTER(ctx);
     LWO__GET_STREAM(ctx, s, cs);
     LWO__CU(ctx, cuStreamSynchronize(cs));
@@ -1316,7 +1316,7 @@ LWO_DEF lwo_result lwo_stream_synchronize(lwo_context *ctx, lwo_stream *s) {
 }
 
 LWO_DEF void *lwo_stream_handle(lwo_context *ctx, lwo_stream *s) {
-    lwo__CUstream cs;
+    lwo__CUstream cs = NULL;
     if (lwo__enter(ctx) || lwo__get_stream(ctx, s, &cs)) return NULL;
     return cs;
 }
@@ -1360,7 +1360,7 @@ LWO_DEF void lwo_event_destroy(lwo_context *ctx, lwo_event *e) {
 }
 
 LWO_DEF lwo_result lwo_event_record(lwo_context *ctx, lwo_event *e, lwo_stream *s) {
-    lwo__CUstream cs;
+    lwo__CUstream cs = NULL;
     lwo_result r;
     LWO__ENTER(ctx);
     if ((r = lwo__check_event(ctx, e, "e")) != 0) return r;
@@ -1370,7 +1370,7 @@ LWO_DEF lwo_result lwo_event_record(lwo_context *ctx, lwo_event *e, lwo_stream *
 }
 
 LWO_DEF lwo_result lwo_stream_wait_event(lwo_context *ctx, lwo_stream *s, lwo_event *e) {
-    lwo__CUstream cs;
+    lwo__CUstream cs = NULL;
     lwo_result r;
     LWO__ENTER(ctx);
     if ((r = lwo__check_event(ctx, e, "e")) != 0) return r;
@@ -1424,7 +1424,7 @@ LWO_DEF void lwo_module_destroy(lwo_context *ctx, lwo_module *m) {
 
 LWO_DEF lwo_result lwo_launch(lwo_context *ctx, lwo_stream *s, lwo_module *m, const char *kernel, const unsigned grid[3],
                               const unsigned block[3], unsigned shared_bytes, void **args) {
-    lwo__CUstream cs;
+    lwo__CUstream cs = NULL;
     lwo__CUfunction fn;
     lwo_result r;
     LWO__ENTER(ctx);
@@ -1631,7 +1631,7 @@ static lwo_result lwo__convert_launch(lwo_context *ctx, lwo__CUstream cs, lwo__C
 }
 
 LWO_DEF lwo_result lwo_convert(lwo_context *ctx, lwo_stream *s, const lwo_tensor *src, lwo_tensor *dst, float scale) {
-    lwo__CUstream cs;
+    lwo__CUstream cs = NULL;
     LWO__ENTER(ctx);
     LWO__CHECK_TENSOR(ctx, src);
     LWO__CHECK_TENSOR(ctx, dst);
@@ -1646,7 +1646,7 @@ LWO_DEF lwo_result lwo_convert(lwo_context *ctx, lwo_stream *s, const lwo_tensor
 }
 
 LWO_DEF lwo_result lwo_quantize_fp8(lwo_context *ctx, lwo_stream *s, const lwo_tensor *src, lwo_tensor *dst, lwo_tensor *scale, int compute_scale) {
-    lwo__CUstream cs;
+    lwo__CUstream cs = NULL;
     char name[64];
     lwo_result r;
     int vec_ok;
@@ -1704,7 +1704,7 @@ static lwo_result lwo__quantize_rows(lwo_context *ctx, lwo__CUstream cs, const l
 }
 
 LWO_DEF lwo_result lwo_quantize_int8_rows(lwo_context *ctx, lwo_stream *s, const lwo_tensor *w, lwo_tensor *q, lwo_tensor *scales) {
-    lwo__CUstream cs;
+    lwo__CUstream cs = NULL;
     LWO__ENTER(ctx);
     LWO__CHECK_TENSOR(ctx, w);
     LWO__CHECK_TENSOR(ctx, q);
@@ -1714,7 +1714,7 @@ LWO_DEF lwo_result lwo_quantize_int8_rows(lwo_context *ctx, lwo_stream *s, const
 }
 
 LWO_DEF lwo_result lwo_quantize_act_int8(lwo_context *ctx, lwo_stream *s, const lwo_tensor *x, const lwo_tensor *smooth, lwo_tensor *q, lwo_tensor *scales) {
-    lwo__CUstream cs;
+    lwo__CUstream cs = NULL;
     LWO__ENTER(ctx);
     LWO__CHECK_TENSOR(ctx, x);
     if (smooth) LWO__CHECK_TENSOR(ctx, smooth);
