@@ -74,8 +74,13 @@ $(B)/bench: tests/bench.c $(HDR) | $(B)
 	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS) -lpthread
 test-gpu: $(B)/test_gpu $(B)/hello
 	tests/run.sh $(B)/test_gpu
+# The benchmark: lwo's kernels and PyTorch in one run; a cold then a warm start in fresh processes.
 bench: $(B)/bench
-	$(B)/bench
+	rm -rf $(B)/bench-cache $(B)/bench.txt
+	LWO_CACHE_DIR=$(B)/bench-cache LWO_BENCH_OUT=$(B)/bench.txt $(B)/bench --startup
+	LWO_CACHE_DIR=$(B)/bench-cache LWO_BENCH_OUT=$(B)/bench.txt $(B)/bench --startup
+	LWO_CACHE_DIR=$(B)/bench-cache LWO_BENCH_OUT=$(B)/bench.txt $(B)/bench
+	$(PY) tests/bench_peers.py $(B)/bench.txt
 
 demo: $(B)/hello
 	$(B)/hello
