@@ -12,7 +12,7 @@ PY      := python3
 VENV    := $(B)/venv
 VPY     := $(VENV)/bin/python
 
-.PHONY: all demo test test-gpu bench embed check-embed venv clean
+.PHONY: all demo test test-gpu gpu-build bench embed check-embed venv clean
 all: $(B)/hello
 
 embed:
@@ -72,8 +72,11 @@ $(B)/test_gpu: tests/test_gpu.c tests/check.h $(HDR) | $(B)
 	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
 $(B)/bench: tests/bench.c $(HDR) | $(B)
 	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS) -lpthread
-test-gpu: $(B)/test_gpu $(B)/hello
-	tests/run.sh $(B)/test_gpu
+GPU_TESTS := $(B)/test_gpu
+GPU_BINS  := $(GPU_TESTS) $(B)/hello $(B)/bench
+gpu-build: $(GPU_BINS)
+test-gpu: $(GPU_BINS)
+	tests/run.sh $(GPU_TESTS)
 # The benchmark: lwo's kernels and PyTorch in one run; a cold then a warm start in fresh processes.
 bench: $(B)/bench
 	rm -rf $(B)/bench-cache $(B)/bench.txt

@@ -5,7 +5,7 @@ set -u
 export PYTHONUNBUFFERED=1
 O=${OUT:-build/out}; mkdir -p "$O" build
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
-make -s build/test_gpu build/hello build/bench $(make -s -qp 2>/dev/null | grep -oE '^build/(test_gpu_[a-z]+|bench_[a-z]+):' | tr -d ':' | sort -u) >"$O/build.log" 2>&1 || { cat "$O/build.log"; exit 1; }
+make -s gpu-build >"$O/build.log" 2>&1 || { cat "$O/build.log"; exit 1; }
 timeout 300 make -s test-gpu 2>&1 | tee "$O/test-gpu.log" | grep -vE '^\s*$' | tail -n 60
 echo "== compute-sanitizer memcheck (quick sizes)"
 LWO_TEST_QUICK=1 timeout 240 compute-sanitizer --tool memcheck --leak-check full build/test_gpu >"$O/memcheck.log" 2>&1; echo "memcheck exit $?"
