@@ -283,6 +283,31 @@ typedef struct lwo_stats {
 } lwo_stats;
 LWO_API lwo_result lwo_stats_get(lwo_context *ctx, lwo_stats *out);
 
+
+/* ==== Public API: streaming plan (section 8) ================================================= */
+/* Which weights stay resident and how large a staging ring the rest stream through, under a budget.
+   Pure host code: the streaming engine calls it, and so can a caller that wants to know ahead. */
+typedef struct lwo_plan_desc {
+    const uint64_t *weight_bytes; /* device bytes of each weight, in use order */
+    size_t count;
+    uint64_t budget;              /* arena bytes available to weights and the ring */
+    uint64_t workspace;           /* bytes to keep free for activations and scratch */
+    int max_slots;                /* most staging slots in the ring; 0 = 4 */
+} lwo_plan_desc;
+
+typedef struct lwo_plan {
+    uint8_t *resident;            /* count flags, 1 = resident (owned by the plan) */
+    uint64_t resident_bytes;
+    uint64_t slot_bytes;          /* each slot's size: the largest streamed weight, 256-byte rounded */
+    int slots;                    /* 0 when everything is resident */
+    uint64_t streamed_bytes;      /* bytes moved per pass */
+    uint64_t total_bytes;         /* resident + ring + workspace: never above the budget */
+} lwo_plan;
+
+/* On LWO_ERROR_OUT_OF_BUDGET, err names the weight that cannot fit and the bytes missing. */
+LWO_API lwo_result lwo_plan_make(const lwo_plan_desc *desc, lwo_plan *out, char *err, size_t err_size);
+LWO_API void lwo_plan_free(lwo_plan *plan);
+
 #ifdef __cplusplus
 }
 #endif
@@ -1922,6 +1947,111 @@ LWO_DEF lwo_result lwo_startup_times_get(lwo_context *ctx, lwo_startup_times *ou
     if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
     *out = ctx->times;
     return LWO_SUCCESS;
+}
+
+/* ==== 8. Streaming engine ==================================================================== */
+/* The planner. Streamed bytes per pass are what the time of an offloaded pass is made of, so the
+   plan keeps as many bytes resident as fit; the ring's slot size is set by the largest streamed
+   weight, so each candidate slot size (each distinct weight size, largest first) is tried: every
+   weight larger than it must be resident, the rest of the room is filled with the largest weights
+   that fit, and the candidate that streams the fewest bytes wins (ties: more slots). */
+static uint64_t lwo__round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+LWO_DEF lwo_result lwo_plan_make(const lwo_plan_desc *desc, lwo_plan *out, char *err, size_t err_size) {
+    size_t i, j, n, *order = NULL, largest_i = 0;
+    uint64_t *sizes = NULL, total = 0, best_stream = UINT64_MAX;
+    int max_slots, best_slots = 0;
+    uint64_t best_slot = 0;
+    uint8_t *flags = NULL, *best = NULL;
+    char dummy[1];
+    if (!err || !err_size) { err = dummy; err_size = sizeof dummy; }
+    err[0] = 0;
+    if (!desc || !out) { snprintf(err, err_size, "argument '%s' is NULL", desc ? "out" : "desc"); return LWO_ERROR_INVALID_ARGUMENT; }
+    memset(out, 0, sizeof *out);
+    n = desc->count;
+    if (n && !desc->weight_bytes) { snprintf(err, err_size, "argument 'desc->weight_bytes' is NULL"); return LWO_ERROR_INVALID_ARGUMENT; }
+    max_slots = desc->max_slots > 0 ? desc->max_slots : 4;
+    if (desc->workspace > desc->budget) {
+        snprintf(err, err_size, "the workspace (%llu bytes) alone exceeds the budget (%llu bytes)", (unsigned long long)desc->workspace, (unsigned long long)desc->budget);
+        return LWO_ERROR_OUT_OF_BUDGET;
+    }
+    sizes = (uint64_t *)LWO_MALLOC((n + 1) * sizeof *sizes);
+    order = (size_t *)LWO_MALLOC((n + 1) * sizeof *order);
+    flags = (uint8_t *)LWO_MALLOC(n + 1);
+    best = (uint8_t *)LWO_MALLOC(n + 1);
+    if (!sizes || !order || !flags || !best) { LWO_FREE(sizes); LWO_FREE(order); LWO_FREE(flags); LWO_FREE(best); return LWO_ERROR_OUT_OF_HOST_MEMORY; }
+    for (i = 0; i < n; i++) {
+        sizes[i] = lwo__round_up(desc->weight_bytes[i], LWO__ALIGN);
+        if (sizes[i] < desc->weight_bytes[i] || total + sizes[i] < total) { snprintf(err, err_size, "weight %zu: size overflows", i); goto invalid; }
+        total += sizes[i];
+        if (sizes[i] > sizes[largest_i]) largest_i = i;
+    }
+    /* weights sorted by size, largest first (indices) */
+    for (i = 0; i < n; i++) order[i] = i;
+    for (i = 1; i < n; i++) { /* insertion sort, stable: a plan must not depend on qsort's order */
+        size_t k = order[i];
+        for (j = i; j > 0 && sizes[order[j - 1]] < sizes[k]; j--) order[j] = order[j - 1];
+        order[j] = k;
+    }
+    {
+        uint64_t room = desc->budget - desc->workspace;
+        if (total <= room) { /* all resident */
+            memset(best, 1, n);
+            best_stream = 0; best_slot = 0; best_slots = 0;
+        } else {
+            /* candidate k: the k largest weights resident, the slot sized for weight order[k] */
+            size_t k;
+            for (k = 0; k < n; k++) {
+                uint64_t slot = sizes[order[k]], used = 0, left;
+                size_t nstreamed = n - k;
+                int slots, keep;
+                if (k > 0 && slot == sizes[order[k - 1]]) continue;
+                for (i = 0; i < k; i++) used += sizes[order[i]];
+                if (used > room) break;
+                if (room - used < slot) continue;
+                /* keep room for two slots where possible, so a transfer overlaps the compute of the
+                   previous weight, then fill the rest with more resident weights, largest first */
+                keep = (room - used) / slot >= 2 && nstreamed >= 2 ? 2 : 1;
+                left = room - used - (uint64_t)keep * slot;
+                memset(flags, 0, n);
+                for (i = 0; i < k; i++) flags[order[i]] = 1;
+                for (i = k + 1; i < n; i++)
+                    if (sizes[order[i]] <= left) { flags[order[i]] = 1; left -= sizes[order[i]]; used += sizes[order[i]]; nstreamed--; }
+                slots = (int)((room - used) / slot < (uint64_t)max_slots ? (room - used) / slot : (uint64_t)max_slots);
+                if ((size_t)slots > nstreamed) slots = (int)nstreamed;
+                if (total - used < best_stream || (total - used == best_stream && slots > best_slots)) {
+                    best_stream = total - used; best_slot = slot; best_slots = slots;
+                    memcpy(best, flags, n);
+                }
+            }
+            if (best_stream == UINT64_MAX) {
+                uint64_t need = sizes[largest_i] + desc->workspace;
+                snprintf(err, err_size, "the budget of %llu bytes cannot hold weight %zu (%llu bytes) in a staging slot beside the "
+                         "workspace (%llu bytes): %llu bytes missing", (unsigned long long)desc->budget, largest_i,
+                         (unsigned long long)sizes[largest_i], (unsigned long long)desc->workspace,
+                         (unsigned long long)(need - desc->budget));
+                LWO_FREE(sizes); LWO_FREE(order); LWO_FREE(flags); LWO_FREE(best);
+                return LWO_ERROR_OUT_OF_BUDGET;
+            }
+        }
+    }
+    out->resident = best;
+    out->slot_bytes = best_slot;
+    out->slots = best_slots;
+    out->streamed_bytes = best_stream;
+    for (i = 0; i < n; i++) if (best[i]) out->resident_bytes += sizes[i];
+    out->total_bytes = out->resident_bytes + (uint64_t)best_slots * best_slot + desc->workspace;
+    LWO_FREE(sizes); LWO_FREE(order); LWO_FREE(flags);
+    return LWO_SUCCESS;
+invalid:
+    LWO_FREE(sizes); LWO_FREE(order); LWO_FREE(flags); LWO_FREE(best);
+    return LWO_ERROR_INVALID_ARGUMENT;
+}
+
+LWO_DEF void lwo_plan_free(lwo_plan *plan) {
+    if (!plan) return;
+    LWO_FREE(plan->resident);
+    memset(plan, 0, sizeof *plan);
 }
 
 /* ==== 10. safetensors ======================================================================== */
