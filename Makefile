@@ -72,7 +72,9 @@ $(B)/test_gpu: tests/test_gpu.c tests/check.h $(HDR) | $(B)
 	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
 $(B)/bench: tests/bench.c $(HDR) | $(B)
 	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS) -lpthread
-GPU_TESTS := $(B)/test_gpu
+$(B)/test_gpu_stream: tests/test_gpu_stream.c tests/check.h $(HDR) | $(B)
+	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
+GPU_TESTS := $(B)/test_gpu $(B)/test_gpu_stream
 GPU_BINS  := $(GPU_TESTS) $(B)/hello $(B)/bench
 gpu-build: $(GPU_BINS)
 test-gpu: $(GPU_BINS)

@@ -144,6 +144,8 @@ typedef struct lwo_desc {
                                   lwo never destroys a context it was lent. */
     void *cu_stream;           /* a CUstream to use as the compute stream; NULL = lwo creates one.
                                   lwo never destroys a stream it was lent. */
+    int offload_streams;       /* streams that carry weights host-to-device. 0 = 2 */
+    int max_slots;             /* most staging slots in the streaming ring. 0 = 4 */
 } lwo_desc;
 
 typedef struct lwo_device_info {
@@ -280,6 +282,11 @@ typedef struct lwo_stats {
     uint64_t kernels_launched;
     uint64_t bytes_uploaded, bytes_downloaded;
     uint64_t modules_compiled, modules_from_cache;
+    /* streaming (section 8) */
+    uint64_t bytes_streamed, transfers;  /* host-to-device weight traffic through the ring */
+    uint64_t passes, order_deviations;   /* passes ended; acquisitions that left the learned order */
+    uint64_t graph_launches;
+    uint64_t resident_bytes, ring_bytes; /* of the current plan */
 } lwo_stats;
 LWO_API lwo_result lwo_stats_get(lwo_context *ctx, lwo_stats *out);
 
@@ -307,6 +314,24 @@ typedef struct lwo_plan {
 /* On LWO_ERROR_OUT_OF_BUDGET, err names the weight that cannot fit and the bytes missing. */
 LWO_API lwo_result lwo_plan_make(const lwo_plan_desc *desc, lwo_plan *out, char *err, size_t err_size);
 LWO_API void lwo_plan_free(lwo_plan *plan);
+
+/* Streaming. Weights that do not stay resident travel through a ring of staging slots on offload
+   streams, in the order the passes use them. Bracket each forward pass with lwo_pass_begin/end: the
+   first pass teaches the order (or declare it); later passes prefetch ahead along it. A pass may
+   deviate from the order: it stays correct, only slower, and lwo_stats.order_deviations counts it.
+   lwo_streaming_plan places every weight created so far: resident where the budget allows. */
+LWO_API lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes);
+LWO_API lwo_result lwo_pass_begin(lwo_context *ctx);
+LWO_API lwo_result lwo_pass_end(lwo_context *ctx);
+
+/* A whole pass, streamed transfers included, as one CUDA graph: capture begins after the compute
+   stream is idle and records everything enqueued on it (and the transfers it waits on) until
+   capture_end. Needs pinned or registered host homes (graphs cannot copy from pageable memory). */
+typedef struct lwo_graph lwo_graph;
+LWO_API lwo_result lwo_graph_capture_begin(lwo_context *ctx);
+LWO_API lwo_result lwo_graph_capture_end(lwo_context *ctx, lwo_graph **out);
+LWO_API lwo_result lwo_graph_launch(lwo_context *ctx, lwo_graph *g);
+LWO_API void lwo_graph_destroy(lwo_context *ctx, lwo_graph *g);
 
 #ifdef __cplusplus
 }
@@ -353,6 +378,11 @@ LWO_API void lwo_plan_free(lwo_plan *plan);
 #endif
 
 #define LWO__ERROR_CAP 4096
+#if defined(__GNUC__) || defined(__clang__)
+#define LWO__UNUSED __attribute__((unused)) /* internal layers a later section or a test calls */
+#else
+#define LWO__UNUSED
+#endif
 
 static double lwo__now_ms(void) {
     struct timespec t;
@@ -506,6 +536,7 @@ enum {
     X(cuEventDestroy, (lwo__CUevent))                                                                \
     X(cuEventRecord, (lwo__CUevent, lwo__CUstream))                                                  \
     X(cuEventSynchronize, (lwo__CUevent))                                                            \
+    X(cuEventQuery, (lwo__CUevent))                                                                  \
     X(cuEventElapsedTime, (float *, lwo__CUevent, lwo__CUevent))                                     \
     X(cuModuleLoadData, (lwo__CUmodule *, const void *))                                             \
     X(cuModuleUnload, (lwo__CUmodule))                                                               \
@@ -787,6 +818,7 @@ struct lwo_context {
     lwo_event *events;
     lwo__host_block *host_blocks;
     lwo__CUdeviceptr scratch; /* 256 bytes of arena for reductions */
+    struct lwo__engine *engine; /* the streaming engine (section 8), made on first use */
     char error[LWO__ERROR_CAP];
 };
 
@@ -1752,6 +1784,7 @@ LWO_DEF lwo_result lwo_quantize_act_int8(lwo_context *ctx, lwo_stream *s, const 
 }
 
 /* ---- context lifetime ---- */
+static void lwo__engine_free(lwo_context *ctx); /* section 8 */
 LWO_DEF const char *lwo_result_string(lwo_result r) {
     static const char *const names[LWO_RESULT_COUNT] = {
         "LWO_SUCCESS", "LWO_ERROR_INVALID_ARGUMENT", "LWO_ERROR_OUT_OF_HOST_MEMORY", "LWO_ERROR_NO_DRIVER",
@@ -1920,6 +1953,7 @@ LWO_DEF void lwo_destroy(lwo_context *ctx) {
     while (ctx->streams) lwo_stream_destroy(ctx, ctx->streams);
     while (ctx->events) lwo_event_destroy(ctx, ctx->events);
     while (ctx->modules) lwo_module_destroy(ctx, ctx->modules);
+    lwo__engine_free(ctx);
     while (ctx->host_blocks) lwo_host_free(ctx, ctx->host_blocks->p);
     if (ctx->kernels) lwo__module_free(ctx, ctx->kernels);
     if (ctx->arena) ctx->cu.cuMemFree(ctx->arena);
@@ -2052,6 +2086,443 @@ LWO_DEF void lwo_plan_free(lwo_plan *plan) {
     if (!plan) return;
     LWO_FREE(plan->resident);
     memset(plan, 0, sizeof *plan);
+}
+
+
+/* The engine. An item is what streams: up to three byte ranges of host memory (weight, then bias,
+   then scales: the weight first, so the largest transfer starts soonest) laid out at fixed offsets
+   in device memory. A resident item has its own arena storage; a streamed one lives in a slot
+   while it is in use. The protocol (DESIGN.md):
+   - a transfer into a slot starts on its offload stream only after the slot's `consumed` event,
+     recorded on the compute stream after the last kernel that read the previous occupant;
+   - the compute stream waits on the slot's `ready` event before any kernel reads it;
+   - the host never blocks on either: every wait is cuStreamWaitEvent;
+   - slots are refilled in use order, so transfers run as far ahead as the ring has room. */
+#define LWO__MAX_OFFLOAD 8
+#define LWO__PARTS 3
+
+typedef struct lwo__item {
+    const void *host[LWO__PARTS];
+    uint64_t bytes[LWO__PARTS], offset[LWO__PARTS];
+    uint64_t total;        /* device bytes, parts at 256-byte aligned offsets */
+    int force;             /* 0 auto, 1 resident, 2 streamed */
+    int resident;
+    lwo__CUdeviceptr dev;  /* resident storage, or the slot while it is in one */
+    uint64_t arena_off, arena_size;
+    int slot;              /* -1 when in none */
+    int acquired;
+    uint32_t id;
+} lwo__item;
+
+typedef struct lwo__slot {
+    lwo__CUdeviceptr ptr;
+    uint64_t arena_off, arena_size;
+    lwo__CUevent ready, consumed;
+    int consumed_valid;    /* `consumed` was recorded for the current occupant (or no occupant) */
+    int item;              /* id of the occupant, -1 */
+    uint64_t stamp;        /* when last filled, for least-recently-filled reuse */
+} lwo__slot;
+
+typedef struct lwo__engine {
+    lwo__item **items;
+    size_t nitems, capitems;
+    lwo__slot *slots;
+    int nslots;
+    lwo__CUstream streams[LWO__MAX_OFFLOAD];
+    int nstreams;
+    uint32_t *order, *learning; /* use order (item ids) and the one being learned */
+    size_t norder, nlearning, caplearning, pos;
+    int order_known, in_pass, capturing;
+    uint64_t fill_counter;
+    lwo__CUevent fork;     /* joins offload streams into a capture */
+    int test_skip_consumed_wait, test_skip_ready_wait;
+} lwo__engine;
+
+struct lwo_graph { uint32_t magic; lwo_context *ctx; lwo__CUgraph graph; lwo__CUgraphExec exec; };
+#define LWO__MAGIC_GRAPH 0x6c776f47u
+
+static lwo_result lwo__engine_get(lwo_context *ctx, lwo__engine **out) {
+    lwo__engine *e = ctx->engine;
+    int i;
+    if (!e) {
+        e = (lwo__engine *)LWO_MALLOC(sizeof *e);
+        if (!e) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        memset(e, 0, sizeof *e);
+        ctx->engine = e;
+        e->nstreams = ctx->desc.offload_streams > 0 ? ctx->desc.offload_streams : 2;
+        if (e->nstreams > LWO__MAX_OFFLOAD) e->nstreams = LWO__MAX_OFFLOAD;
+        for (i = 0; i < e->nstreams; i++) LWO__CU(ctx, cuStreamCreate(&e->streams[i], LWO__CU_STREAM_NON_BLOCKING));
+        LWO__CU(ctx, cuEventCreate(&e->fork, LWO__CU_EVENT_DISABLE_TIMING));
+    }
+    *out = e;
+    return LWO_SUCCESS;
+}
+
+static void lwo__engine_free_slots(lwo_context *ctx, lwo__engine *e) {
+    int i;
+    for (i = 0; i < e->nslots; i++) {
+        lwo__slot *sl = &e->slots[i];
+        if (sl->ready) ctx->cu.cuEventDestroy(sl->ready);
+        if (sl->consumed) ctx->cu.cuEventDestroy(sl->consumed);
+        if (sl->arena_size) lwo__arena_free(ctx, sl->arena_off, sl->arena_size);
+        if (sl->item >= 0) { e->items[sl->item]->slot = -1; e->items[sl->item]->dev = 0; }
+    }
+    LWO_FREE(e->slots);
+    e->slots = NULL;
+    e->nslots = 0;
+}
+
+static void lwo__engine_free(lwo_context *ctx) {
+    lwo__engine *e = ctx->engine;
+    size_t i;
+    int k;
+    if (!e) return;
+    for (k = 0; k < e->nstreams; k++) if (e->streams[k]) ctx->cu.cuStreamSynchronize(e->streams[k]);
+    lwo__engine_free_slots(ctx, e);
+    for (i = 0; i < e->nitems; i++) LWO_FREE(e->items[i]);
+    for (k = 0; k < e->nstreams; k++) if (e->streams[k]) ctx->cu.cuStreamDestroy(e->streams[k]);
+    if (e->fork) ctx->cu.cuEventDestroy(e->fork);
+    LWO_FREE(e->items); LWO_FREE(e->order); LWO_FREE(e->learning);
+    LWO_FREE(e);
+    ctx->engine = NULL;
+}
+
+/* Registers host byte ranges as one streamable item (the weight code calls this). force: 0 let
+   the plan decide, 1 always resident, 2 always streamed. The host memory must outlive the item. */
+static LWO__UNUSED lwo_result lwo__item_create(lwo_context *ctx, const void *const host[LWO__PARTS], const uint64_t bytes[LWO__PARTS],
+                                   int force, lwo__item **out) {
+    lwo__engine *e;
+    lwo__item *it;
+    lwo_result r;
+    int p;
+    if ((r = lwo__engine_get(ctx, &e)) != 0) return r;
+    it = (lwo__item *)LWO_MALLOC(sizeof *it);
+    if (!it) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    memset(it, 0, sizeof *it);
+    for (p = 0; p < LWO__PARTS; p++) {
+        it->host[p] = host[p];
+        it->bytes[p] = host[p] ? bytes[p] : 0;
+        it->offset[p] = it->total;
+        it->total += (it->bytes[p] + LWO__ALIGN - 1) / LWO__ALIGN * LWO__ALIGN;
+    }
+    it->force = force;
+    it->slot = -1;
+    if (e->nitems == e->capitems) {
+        size_t cap = e->capitems * 2 + 64;
+        lwo__item **ni = (lwo__item **)LWO_REALLOC(e->items, cap * sizeof *ni);
+        if (!ni) { LWO_FREE(it); return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory"); }
+        e->items = ni;
+        e->capitems = cap;
+    }
+    it->id = (uint32_t)e->nitems;
+    e->items[e->nitems++] = it;
+    *out = it;
+    return LWO_SUCCESS;
+}
+
+/* Copies an item's parts into device memory at dst, on stream s, weight bytes first. */
+static lwo_result lwo__item_upload(lwo_context *ctx, const lwo__item *it, lwo__CUdeviceptr dst, lwo__CUstream s) {
+    int p;
+    for (p = 0; p < LWO__PARTS; p++)
+        if (it->bytes[p]) LWO__CU(ctx, cuMemcpyHtoDAsync(dst + it->offset[p], it->host[p], (size_t)it->bytes[p], s));
+    return LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes) {
+    lwo__engine *e;
+    lwo_plan_desc pd;
+    lwo_plan plan;
+    lwo_result r;
+    uint64_t *sizes, forced = 0, free_bytes;
+    size_t i, n;
+    int k;
+    char err[512];
+    LWO__ENTER(ctx);
+    if ((r = lwo__engine_get(ctx, &e)) != 0) return r;
+    if (e->in_pass) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_streaming_plan inside a pass");
+    LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
+    for (k = 0; k < e->nstreams; k++) LWO__CU(ctx, cuStreamSynchronize(e->streams[k]));
+    /* start from nothing placed: resident storage and slots go back to the arena */
+    lwo__engine_free_slots(ctx, e);
+    for (i = 0; i < e->nitems; i++) {
+        lwo__item *it = e->items[i];
+        if (it->arena_size) { lwo__arena_free(ctx, it->arena_off, it->arena_size); it->arena_size = 0; }
+        it->resident = 0; it->dev = 0;
+    }
+    n = e->nitems;
+    sizes = (uint64_t *)LWO_MALLOC((n + 1) * sizeof *sizes);
+    if (!sizes) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    /* forced-resident items are placed first; the plan divides what is left among the others
+       (a forced-streamed item is planned with a size no budget can hold resident) */
+    for (i = 0; i < n; i++) if (e->items[i]->force == 1) forced += e->items[i]->total;
+    free_bytes = ctx->arena_size - ctx->arena_used;
+    for (i = 0; i < n; i++) sizes[i] = e->items[i]->force == 1 ? 0 : e->items[i]->total;
+    memset(&pd, 0, sizeof pd);
+    pd.weight_bytes = sizes;
+    pd.count = n;
+    pd.budget = free_bytes > forced ? free_bytes - forced : 0;
+    pd.workspace = workspace_bytes + 64 * LWO__ALIGN; /* allocator rounding headroom */
+    pd.max_slots = ctx->desc.max_slots;
+    if (forced > free_bytes) { LWO_FREE(sizes); return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET, "weights marked resident need %llu bytes; %llu are free", (unsigned long long)forced, (unsigned long long)free_bytes); }
+    r = lwo_plan_make(&pd, &plan, err, sizeof err);
+    if (r) { LWO_FREE(sizes); return lwo__fail(ctx, r, "streaming plan: %s", err); }
+    /* a forced-streamed item must not be resident even if it would fit */
+    for (i = 0; i < n; i++) if (e->items[i]->force == 2 && plan.resident[i]) {
+        plan.resident[i] = 0;
+        if (plan.slots == 0 || e->items[i]->total > plan.slot_bytes) {
+            plan.slot_bytes = e->items[i]->total > plan.slot_bytes ? e->items[i]->total : plan.slot_bytes;
+            if (plan.slots == 0) plan.slots = 1;
+        }
+    }
+    LWO_FREE(sizes);
+    ctx->stats.resident_bytes = 0;
+    for (i = 0; i < n; i++) {
+        lwo__item *it = e->items[i];
+        if (it->force != 1 && !plan.resident[i]) continue;
+        r = lwo__arena_alloc(ctx, it->total, &it->arena_off, &it->arena_size, "a resident weight");
+        if (r) { lwo_plan_free(&plan); return r; }
+        it->resident = 1;
+        it->dev = ctx->arena + it->arena_off;
+        ctx->stats.resident_bytes += it->total;
+        if ((r = lwo__item_upload(ctx, it, it->dev, ctx->compute)) != 0) { lwo_plan_free(&plan); return r; }
+    }
+    if (plan.slots > 0) {
+        e->slots = (lwo__slot *)LWO_MALLOC((size_t)plan.slots * sizeof *e->slots);
+        if (!e->slots) { lwo_plan_free(&plan); return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory"); }
+        memset(e->slots, 0, (size_t)plan.slots * sizeof *e->slots);
+        for (k = 0; k < plan.slots; k++) e->slots[k].item = -1;
+        e->nslots = plan.slots;
+        for (k = 0; k < plan.slots; k++) {
+            lwo__slot *sl = &e->slots[k];
+            if ((r = lwo__arena_alloc(ctx, plan.slot_bytes, &sl->arena_off, &sl->arena_size, "a staging slot")) != 0) { lwo_plan_free(&plan); return r; }
+            sl->ptr = ctx->arena + sl->arena_off;
+            LWO__CU(ctx, cuEventCreate(&sl->ready, LWO__CU_EVENT_DISABLE_TIMING));
+            LWO__CU(ctx, cuEventCreate(&sl->consumed, LWO__CU_EVENT_DISABLE_TIMING));
+            sl->consumed_valid = 1; /* empty: nothing to wait for */
+        }
+    }
+    ctx->stats.ring_bytes = (uint64_t)plan.slots * plan.slot_bytes;
+    lwo__log(ctx, LWO_LOG_INFO, "streaming plan: %llu bytes resident, %d slots of %llu bytes, %llu bytes streamed per pass",
+             (unsigned long long)ctx->stats.resident_bytes, plan.slots, (unsigned long long)plan.slot_bytes, (unsigned long long)plan.streamed_bytes);
+    lwo_plan_free(&plan);
+    LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
+    return LWO_SUCCESS;
+}
+
+/* Puts item it into a slot: the least recently filled slot whose occupant is released. */
+static lwo_result lwo__item_fill(lwo_context *ctx, lwo__engine *e, lwo__item *it) {
+    int k, best = -1;
+    lwo__slot *sl;
+    lwo__CUstream st;
+    lwo_result r;
+    for (k = 0; k < e->nslots; k++) {
+        lwo__slot *c = &e->slots[k];
+        if (c->item >= 0 && e->items[c->item]->acquired) continue;
+        if (best < 0 || c->stamp < e->slots[best].stamp) best = k;
+    }
+    if (best < 0)
+        return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET, "all %d staging slots hold weights still acquired: release one first, or raise the budget so more slots fit", e->nslots);
+    sl = &e->slots[best];
+    if (it->total > sl->arena_size)
+        return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET, "a weight of %llu bytes does not fit the %llu-byte staging slots: call lwo_streaming_plan after creating it",
+                         (unsigned long long)it->total, (unsigned long long)sl->arena_size);
+    st = e->streams[best % e->nstreams];
+    if (sl->item >= 0) {
+        lwo__item *old = e->items[sl->item];
+        old->slot = -1;
+        old->dev = 0;
+    }
+    /* inside a capture the offload stream joins the graph by waiting on the capturing stream */
+    if (e->capturing) {
+        LWO__CU(ctx, cuEventRecord(e->fork, ctx->compute));
+        LWO__CU(ctx, cuStreamWaitEvent(st, e->fork, 0));
+    }
+    /* the rule the reference systems broke: never overwrite a slot a kernel may still read
+       (e->test_skip_consumed_wait exists only so a test can show it would see the corruption) */
+    if (sl->item >= 0 && sl->consumed_valid && !e->test_skip_consumed_wait) LWO__CU(ctx, cuStreamWaitEvent(st, sl->consumed, 0));
+    if ((r = lwo__item_upload(ctx, it, sl->ptr, st)) != 0) return r;
+    LWO__CU(ctx, cuEventRecord(sl->ready, st));
+    sl->item = (int)it->id;
+    sl->consumed_valid = 0;
+    sl->stamp = ++e->fill_counter;
+    it->slot = best;
+    it->dev = sl->ptr;
+    ctx->stats.bytes_streamed += it->total;
+    ctx->stats.transfers++;
+    return LWO_SUCCESS;
+}
+
+/* Makes item it readable by kernels enqueued next on the compute stream; returns its device base. */
+static LWO__UNUSED lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUdeviceptr *dev) {
+    lwo__engine *e = ctx->engine;
+    lwo_result r;
+    size_t k;
+    if (it->resident) { *dev = it->dev; return LWO_SUCCESS; }
+    if (!e->nslots) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "a weight is not placed yet: call lwo_streaming_plan after creating weights");
+    if (e->in_pass) {
+        if (!e->order_known) {
+            if (e->nlearning == e->caplearning) {
+                size_t cap = e->caplearning * 2 + 64;
+                uint32_t *nl = (uint32_t *)LWO_REALLOC(e->learning, cap * sizeof *nl);
+                if (!nl) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+                e->learning = nl;
+                e->caplearning = cap;
+            }
+            e->learning[e->nlearning++] = it->id;
+        } else if (e->pos < e->norder && e->order[e->pos] == it->id) {
+            e->pos++;
+        } else {
+            ctx->stats.order_deviations++;
+            /* find it later in the order and go on from there */
+            for (k = 0; k < e->norder; k++) if (e->order[k] == it->id) { e->pos = k + 1; break; }
+        }
+    }
+    if (it->slot < 0 && (r = lwo__item_fill(ctx, e, it)) != 0) return r;
+    it->acquired = 1;
+    /* prefetch the next nslots-1 streamed weights of the order; the least recently filled slot
+       then always holds a weight used before this one. Outside a capture the window wraps into
+       the next pass, so its first weights are on their way while this pass ends. */
+    if (e->in_pass && e->order_known) {
+        size_t look = e->pos, seen = 0;
+        int window = 0;
+        while (window + 1 < e->nslots && seen < e->norder) {
+            lwo__item *nx;
+            if (look >= e->norder) { if (e->capturing) break; look = 0; }
+            nx = e->items[e->order[look++]];
+            seen++;
+            if (nx->resident || nx == it) continue;
+            window++;
+            if (nx->slot < 0 && (r = lwo__item_fill(ctx, e, nx)) != 0) return r;
+        }
+    }
+    if (!e->test_skip_ready_wait) LWO__CU(ctx, cuStreamWaitEvent(ctx->compute, e->slots[it->slot].ready, 0));
+    *dev = it->dev;
+    return LWO_SUCCESS;
+}
+
+/* Records that the kernels enqueued so far on the compute stream are the last to read it. */
+static LWO__UNUSED lwo_result lwo__item_release(lwo_context *ctx, lwo__item *it) {
+    lwo__engine *e = ctx->engine;
+    it->acquired = 0;
+    if (it->resident || it->slot < 0) return LWO_SUCCESS;
+    LWO__CU(ctx, cuEventRecord(e->slots[it->slot].consumed, ctx->compute));
+    e->slots[it->slot].consumed_valid = 1;
+    return LWO_SUCCESS;
+}
+
+/* Forgets what the slots hold (after a capture, whose transfers did not run, or a graph launch):
+   the next use refills them. */
+static void lwo__engine_forget_slots(lwo__engine *e) {
+    int k;
+    for (k = 0; k < e->nslots; k++) {
+        if (e->slots[k].item >= 0) { e->items[e->slots[k].item]->slot = -1; e->items[e->slots[k].item]->dev = 0; }
+        e->slots[k].item = -1;
+    }
+}
+
+LWO_DEF lwo_result lwo_pass_begin(lwo_context *ctx) {
+    lwo__engine *e;
+    lwo_result r;
+    LWO__ENTER(ctx);
+    if ((r = lwo__engine_get(ctx, &e)) != 0) return r;
+    if (e->in_pass) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_pass_begin: a pass is already open");
+    e->in_pass = 1;
+    e->pos = 0;
+    e->nlearning = 0;
+    return LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_pass_end(lwo_context *ctx) {
+    lwo__engine *e;
+    LWO__ENTER(ctx);
+    e = ctx->engine;
+    if (!e || !e->in_pass) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_pass_end without lwo_pass_begin");
+    e->in_pass = 0;
+    if (!e->order_known && e->nlearning) {
+        LWO_FREE(e->order);
+        e->order = e->learning;
+        e->norder = e->nlearning;
+        e->learning = NULL;
+        e->nlearning = e->caplearning = 0;
+        e->order_known = 1;
+    } else if (e->order_known && e->pos != e->norder) {
+        ctx->stats.order_deviations++;
+    }
+    ctx->stats.passes++;
+    return LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_graph_capture_begin(lwo_context *ctx) {
+    lwo__engine *e;
+    lwo_result r;
+    int k;
+    LWO__ENTER(ctx);
+    if ((r = lwo__engine_get(ctx, &e)) != 0) return r;
+    if (e->capturing) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "a capture is already open");
+    /* events recorded before the capture cannot be waited on inside it: start from idle streams */
+    LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
+    for (k = 0; k < e->nstreams; k++) LWO__CU(ctx, cuStreamSynchronize(e->streams[k]));
+    for (k = 0; k < e->nslots; k++) e->slots[k].consumed_valid = 0;
+    LWO__CU(ctx, cuStreamBeginCapture(ctx->compute, 2 /* relaxed */));
+    e->capturing = 1;
+    return LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_graph_capture_end(lwo_context *ctx, lwo_graph **out) {
+    lwo__engine *e;
+    lwo_graph *g;
+    lwo__CUresult rc;
+    int k;
+    LWO__ENTER(ctx);
+    e = ctx->engine;
+    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
+    *out = NULL;
+    if (!e || !e->capturing) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_graph_capture_end without lwo_graph_capture_begin");
+    e->capturing = 0;
+    g = (lwo_graph *)LWO_MALLOC(sizeof *g);
+    if (!g) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    memset(g, 0, sizeof *g);
+    rc = ctx->cu.cuStreamEndCapture(ctx->compute, &g->graph);
+    if (rc) { LWO_FREE(g); return lwo__cuda_fail(ctx, rc, "cuStreamEndCapture (did a streamed weight stay acquired, or a transfer wait outside the pass?)"); }
+    rc = ctx->cu.cuGraphInstantiateWithFlags(&g->exec, g->graph, 0);
+    if (rc) { ctx->cu.cuGraphDestroy(g->graph); LWO_FREE(g); return lwo__cuda_fail(ctx, rc, "cuGraphInstantiateWithFlags"); }
+    g->magic = LWO__MAGIC_GRAPH;
+    g->ctx = ctx;
+    /* the captured transfers have not run, and the events recorded during capture are not real
+       records: the slots are empty as far as the next eager use is concerned */
+    for (k = 0; k < e->nslots; k++) e->slots[k].consumed_valid = 0;
+    lwo__engine_forget_slots(e);
+    *out = g;
+    return LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_graph_launch(lwo_context *ctx, lwo_graph *g) {
+    lwo__engine *e;
+    int k;
+    LWO__ENTER(ctx);
+    if (!g || g->magic != LWO__MAGIC_GRAPH || g->ctx != ctx) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'g' is not a live graph of this context");
+    /* transfers still in flight from eager prefetches write the slots the graph will fill */
+    e = ctx->engine;
+    for (k = 0; e && k < e->nslots; k++)
+        if (e->slots[k].item >= 0) LWO__CU(ctx, cuStreamWaitEvent(ctx->compute, e->slots[k].ready, 0));
+    LWO__CU(ctx, cuGraphLaunch(g->exec, ctx->compute));
+    ctx->stats.graph_launches++;
+    /* every slot may be read inside the graph: a later eager transfer waits for the whole graph */
+    for (k = 0; e && k < e->nslots; k++) {
+        LWO__CU(ctx, cuEventRecord(e->slots[k].consumed, ctx->compute));
+        e->slots[k].consumed_valid = 1;
+    }
+    if (e) lwo__engine_forget_slots(e);
+    return LWO_SUCCESS;
+}
+
+LWO_DEF void lwo_graph_destroy(lwo_context *ctx, lwo_graph *g) {
+    if (!ctx || ctx->magic != LWO__MAGIC_CTX || !g || g->magic != LWO__MAGIC_GRAPH || g->ctx != ctx) return;
+    ctx->cu.cuCtxSetCurrent(ctx->cuctx);
+    ctx->cu.cuGraphExecDestroy(g->exec);
+    ctx->cu.cuGraphDestroy(g->graph);
+    g->magic = 0;
+    LWO_FREE(g);
 }
 
 /* ==== 10. safetensors ======================================================================== */

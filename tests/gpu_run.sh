@@ -10,5 +10,10 @@ timeout 300 make -s test-gpu 2>&1 | tee "$O/test-gpu.log" | grep -vE '^\s*$' | t
 echo "== compute-sanitizer memcheck (quick sizes)"
 LWO_TEST_QUICK=1 timeout 240 compute-sanitizer --tool memcheck --leak-check full --report-api-errors no build/test_gpu >"$O/memcheck.log" 2>&1; echo "memcheck exit $?"
 grep -E "ERROR SUMMARY|passed, " "$O/memcheck.log" | tail -n 3
+for tool in racecheck synccheck; do
+  echo "== compute-sanitizer $tool: the streaming engine (quick)"
+  LWO_TEST_QUICK=1 timeout 300 compute-sanitizer --tool $tool --report-api-errors no build/test_gpu_stream >"$O/$tool.log" 2>&1; echo "$tool exit $?"
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, " "$O/$tool.log" | tail -n 3
+done
 echo "== demo"; timeout 60 make -s demo 2>&1 | tail -n 6
 echo "== bench"; timeout 300 make -s bench 2>&1 | tee "$O/bench.log" | tail -n 30

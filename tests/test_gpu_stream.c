@@ -1,0 +1,231 @@
+/* GPU tests of the streaming engine: a 24-layer stack whose weights (weight, bias, scale parts)
+   live in pinned host memory, streamed under random budgets from the minimum to all resident,
+   must give output bit-identical to the all-resident run over many passes, with random delays
+   injected on the compute and offload streams so that a missing wait shows; a pass in another
+   order stays correct; a whole pass captured as a graph equals eager; the arena never exceeds the
+   budget. LWO_TEST_QUICK=1: fewer passes (for compute-sanitizer). The ops are the test's own
+   kernels, compiled through lwo's public JIT API: y[m,n] = (sum_k x[m,k] W[n,k]) * scale[n] + bias[n],
+   summed in a fixed order so every run is bit-for-bit repeatable. */
+#define LWO_IMPLEMENTATION
+#include "../lwo.h"
+#include <math.h>
+#include "check.h"
+
+#define LAYERS 24
+#define M 64
+static const char *op_src =
+    "extern \"C\" __global__ void layer(const float *x, const float *w, const float *bias, const float *scale, float *y,\n"
+    "                                   int M, int N, int K) {\n"
+    "  int n = blockIdx.x * blockDim.x + threadIdx.x, m = blockIdx.y; if (n >= N) return;\n"
+    "  float acc = 0.0f; for (int k = 0; k < K; k++) acc = __fadd_rn(acc, __fmul_rn(x[m * K + k], w[n * K + k]));\n"
+    "  float v = __fadd_rn(__fmul_rn(acc, scale[n]), bias[n]); y[m * N + n] = v / (1.0f + fabsf(v)); }\n"
+    "extern \"C\" __global__ void spin(unsigned long long cycles) {\n"
+    "  unsigned long long t0 = clock64(); while (clock64() - t0 < cycles) { } }\n";
+
+static int dims[LAYERS + 1];
+static float *host_w[LAYERS], *host_b[LAYERS], *host_s[LAYERS];
+static float x0[M * 512];
+
+typedef struct run_ctx { lwo_context *ctx; lwo_module *mod; lwo__item *items[LAYERS]; lwo_tensor *act[2]; float *x0_pinned; } run_ctx;
+
+static void quiet(void *u, lwo_log_level l, const char *m) { (void)u; if (l <= LWO_LOG_WARN) printf("  [lwo] %s\n", m); }
+
+static lwo_result spin(run_ctx *rc, lwo__CUstream s, unsigned long long cycles) {
+    lwo__CUfunction fn;
+    void *args[1];
+    lwo_result r = lwo__module_function(rc->ctx, rc->mod, "spin", &fn);
+    if (r) return r;
+    args[0] = &cycles;
+    return lwo__launch_fn(rc->ctx, s, fn, 1, 1, 1, 1, 1, 1, 0, args, "spin");
+}
+
+static lwo_result setup(run_ctx *rc, uint64_t budget, int offload_streams, int max_slots) {
+    lwo_desc d;
+    lwo_result r;
+    int l;
+    uint64_t shape[2] = { M, 512 };
+    memset(rc, 0, sizeof *rc);
+    memset(&d, 0, sizeof d);
+    d.vram_budget = budget;
+    d.log = quiet;
+    d.offload_streams = offload_streams;
+    d.max_slots = max_slots;
+    if ((r = lwo_create(&d, &rc->ctx)) != 0) { printf("create: %s\n", lwo_last_error(rc->ctx)); return r; }
+    if ((r = lwo_module_compile(rc->ctx, op_src, "stack_ops.cu", NULL, &rc->mod)) != 0) return r;
+    if ((r = lwo_tensor_create(rc->ctx, LWO_DTYPE_F32, 2, shape, &rc->act[0])) || (r = lwo_tensor_create(rc->ctx, LWO_DTYPE_F32, 2, shape, &rc->act[1]))) return r;
+    /* the weights' host homes: pinned copies (graphs cannot copy from pageable memory) */
+    if ((r = lwo_host_alloc(rc->ctx, sizeof x0, (void **)&rc->x0_pinned)) != 0) return r;
+    memcpy(rc->x0_pinned, x0, sizeof x0);
+    for (l = 0; l < LAYERS; l++) {
+        const void *host[3];
+        uint64_t bytes[3];
+        int p;
+        const float *src[3];
+        bytes[0] = (uint64_t)dims[l + 1] * dims[l] * 4; src[0] = host_w[l];
+        bytes[1] = (uint64_t)dims[l + 1] * 4; src[1] = host_b[l];
+        bytes[2] = (uint64_t)dims[l + 1] * 4; src[2] = host_s[l];
+        for (p = 0; p < 3; p++) {
+            void *h;
+            if ((r = lwo_host_alloc(rc->ctx, bytes[p], &h)) != 0) return r;
+            memcpy(h, src[p], (size_t)bytes[p]);
+            host[p] = h;
+        }
+        if ((r = lwo__item_create(rc->ctx, host, bytes, 0, &rc->items[l])) != 0) return r;
+    }
+    return LWO_SUCCESS;
+}
+
+/* One forward pass; order 0 is the stack in order, order 1 swaps layers 4 and 8 (same shapes), a
+   pass that leaves the learned order (its output is compared with the resident run of order 1).
+   delay: random spins on the compute and the offload streams. */
+static lwo_result pass(run_ctx *rc, int order, int delay, float *out) {
+    lwo_context *ctx = rc->ctx;
+    lwo__CUfunction fn;
+    lwo_result r;
+    int i;
+    if ((r = lwo__module_function(ctx, rc->mod, "layer", &fn)) != 0) return r;
+    if ((r = lwo_tensor_upload_async(ctx, NULL, rc->act[0], rc->x0_pinned, (uint64_t)M * dims[0] * 4)) != 0) return r;
+    if ((r = lwo_pass_begin(ctx)) != 0) return r;
+    for (i = 0; i < LAYERS; i++) {
+        int l = (order && i == 4) ? 8 : (order && i == 8) ? 4 : i;
+        lwo__item *it = rc->items[l];
+        lwo__CUdeviceptr w, xp = lwo_tensor_device_ptr(rc->act[i & 1]), yp = lwo_tensor_device_ptr(rc->act[(i + 1) & 1]);
+        lwo__CUdeviceptr bp, sp;
+        int Mi = M, N = dims[l + 1], K = dims[l];
+        void *args[8];
+        if (delay && check_rand_u64() % 3 == 0) { if ((r = spin(rc, ctx->compute, check_rand_u64() % 60000)) != 0) return r; }
+        if (delay && ctx->engine->nstreams && check_rand_u64() % 3 == 0) {
+            if ((r = spin(rc, ctx->engine->streams[check_rand_u64() % ctx->engine->nstreams], check_rand_u64() % 60000)) != 0) return r;
+        }
+        if ((r = lwo__item_acquire(ctx, it, &w)) != 0) return r;
+        bp = w + it->offset[1];
+        sp = w + it->offset[2];
+        args[0] = &xp; args[1] = &w; args[2] = &bp; args[3] = &sp; args[4] = &yp; args[5] = &Mi; args[6] = &N; args[7] = &K;
+        if ((r = lwo__launch_fn(ctx, ctx->compute, fn, (unsigned)(N + 127) / 128, M, 1, 128, 1, 1, 0, args, "layer")) != 0) return r;
+        if ((r = lwo__item_release(ctx, it)) != 0) return r;
+    }
+    if ((r = lwo_pass_end(ctx)) != 0) return r;
+    if (out) return lwo_tensor_download(ctx, rc->act[LAYERS & 1], out, (uint64_t)M * dims[LAYERS] * 4);
+    return LWO_SUCCESS;
+}
+
+static uint64_t total_weight_bytes(void) {
+    uint64_t t = 0;
+    int l;
+    for (l = 0; l < LAYERS; l++) t += ((uint64_t)dims[l + 1] * dims[l] * 4 + 255) / 256 * 256 + 2 * (((uint64_t)dims[l + 1] * 4 + 255) / 256 * 256);
+    return t;
+}
+
+int main(void) {
+    static float ref[2][M * 512], got[M * 512];
+    run_ctx rc;
+    int l, i, trial, quick = getenv("LWO_TEST_QUICK") != NULL, passes = quick ? 6 : 100;
+    uint64_t wbytes, largest = 0, base;
+    lwo_result r;
+    check_seed("test_gpu_stream");
+    for (l = 0; l <= LAYERS; l++) dims[l] = (l % 4 == 0) ? 256 : (l % 4 == 1) ? 384 : (l % 4 == 2) ? 512 : 320;
+    for (l = 0; l < LAYERS; l++) {
+        size_t nw = (size_t)dims[l + 1] * dims[l], k;
+        host_w[l] = (float *)malloc(nw * 4); host_b[l] = (float *)malloc(dims[l + 1] * 4); host_s[l] = (float *)malloc(dims[l + 1] * 4);
+        for (k = 0; k < nw; k++) host_w[l][k] = (float)(check_rand_normal() / sqrt((double)dims[l]));
+        for (k = 0; k < (size_t)dims[l + 1]; k++) { host_b[l][k] = (float)(0.1 * check_rand_normal()); host_s[l][k] = (float)(0.5 + check_rand_uniform()); }
+        {
+            uint64_t b = ((uint64_t)nw * 4 + 255) / 256 * 256 + 2 * (((uint64_t)dims[l + 1] * 4 + 255) / 256 * 256);
+            if (b > largest) largest = b;
+        }
+    }
+    for (i = 0; i < M * dims[0]; i++) x0[i] = (float)check_rand_normal();
+    wbytes = total_weight_bytes();
+    base = 2ull << 20; /* activations, scratch and allocator rounding */
+
+    /* the all-resident reference, both orders */
+    r = setup(&rc, wbytes + base + (8ull << 20), 2, 4);
+    CHECK(r == LWO_SUCCESS, "setup: %s", lwo_last_error(rc.ctx));
+    if (r) return CHECK_SUMMARY();
+    CHECK(lwo_streaming_plan(rc.ctx, 0) == LWO_SUCCESS, "plan: %s", lwo_last_error(rc.ctx));
+    CHECK(rc.ctx->stats.ring_bytes == 0 && rc.ctx->stats.resident_bytes == wbytes, "everything resident (%llu of %llu)",
+          (unsigned long long)rc.ctx->stats.resident_bytes, (unsigned long long)wbytes);
+    CHECK(pass(&rc, 0, 0, ref[0]) == LWO_SUCCESS && pass(&rc, 1, 0, ref[1]) == LWO_SUCCESS, "resident passes: %s", lwo_last_error(rc.ctx));
+    lwo_destroy(rc.ctx);
+
+    /* too small a budget names the weight and the bytes missing */
+    r = setup(&rc, largest + base - (1 << 20), 2, 4);
+    if (!r) {
+        r = lwo_streaming_plan(rc.ctx, 0);
+        CHECK_EQ_INT(r, LWO_ERROR_OUT_OF_BUDGET);
+        CHECK(strstr(lwo_last_error(rc.ctx), "missing") != NULL, "%s", lwo_last_error(rc.ctx));
+    }
+    lwo_destroy(rc.ctx);
+
+    /* random budgets from the minimum to all resident; 1-3 offload streams, 1-4 slots */
+    for (trial = 0; trial < (quick ? 2 : 7); trial++) {
+        double f = trial == 0 ? 0.0 : trial == 1 ? 0.5 : check_rand_uniform();
+        uint64_t budget = base + largest + (uint64_t)(f * (double)(wbytes - largest));
+        int ns = 1 + (int)(check_rand_u64() % 3), ms = 1 + (int)(check_rand_u64() % 4), bad = 0, p;
+        lwo_stats st;
+        lwo_memory_stats mem;
+        memset(&st, 0, sizeof st); memset(&mem, 0, sizeof mem);
+        size_t fr0, fr1, tot;
+        budget = (budget + (1 << 20)) / (1 << 20) * (1 << 20);
+        if (trial == 0) ms = 2;
+        r = setup(&rc, budget, ns, ms);
+        CHECK(r == LWO_SUCCESS, "setup budget %llu: %s", (unsigned long long)budget, lwo_last_error(rc.ctx));
+        if (r) { lwo_destroy(rc.ctx); continue; }
+        rc.ctx->cu.cuMemGetInfo(&fr0, &tot);
+        r = lwo_streaming_plan(rc.ctx, 0);
+        CHECK(r == LWO_SUCCESS, "plan at budget %llu: %s", (unsigned long long)budget, lwo_last_error(rc.ctx));
+        if (r) { lwo_destroy(rc.ctx); continue; }
+        for (p = 0; p < passes; p++) {
+            int ord = (p % 10 == 7);
+            r = pass(&rc, ord, 1, got);
+            if (r) { CHECK(0, "pass %d: %s", p, lwo_last_error(rc.ctx)); break; }
+            if (memcmp(got, ref[ord], (size_t)M * dims[LAYERS] * 4) != 0) bad++;
+        }
+        lwo_stats_get(rc.ctx, &st);
+        lwo_memory_stats_get(rc.ctx, &mem);
+        rc.ctx->cu.cuMemGetInfo(&fr1, &tot);
+        CHECK(bad == 0, "budget %.0f%% (%d streams, %d slots max): %d of %d passes differ from the resident run", 100 * f, ns, ms, bad, passes);
+        CHECK(mem.peak <= budget && fr0 - fr1 < (4u << 20), "the arena stays within the budget (peak %llu of %llu; device free moved %lld bytes)",
+              (unsigned long long)mem.peak, (unsigned long long)budget, (long long)fr0 - (long long)fr1);
+        CHECK(st.resident_bytes < wbytes ? st.bytes_streamed > 0 : 1, "something streamed");
+        CHECK(st.order_deviations > 0, "the reordered passes were counted as deviations");
+        printf("  budget %6.1f MiB (%3.0f%%), %d offload streams, ring %d x %.2f MiB, resident %.1f MiB: %d passes, %.1f MiB streamed, %llu deviations\n",
+               budget / 1048576.0, 100 * f, ns, rc.ctx->engine->nslots, rc.ctx->engine->nslots ? rc.ctx->engine->slots[0].arena_size / 1048576.0 : 0.0,
+               st.resident_bytes / 1048576.0, passes, st.bytes_streamed / 1048576.0, (unsigned long long)st.order_deviations);
+        /* a whole pass as a graph, transfers included, equals eager; also after eager passes */
+        if (trial <= 1) {
+            lwo_graph *g = NULL;
+            int gb = 0;
+            r = lwo_graph_capture_begin(rc.ctx);
+            if (!r) r = pass(&rc, 0, 0, NULL);
+            if (!r) r = lwo_graph_capture_end(rc.ctx, &g);
+            CHECK(r == LWO_SUCCESS, "capture a streamed pass: %s", lwo_last_error(rc.ctx));
+            for (p = 0; !r && p < 20; p++) {
+                if (p == 10) { r = pass(&rc, 0, 1, got); if (memcmp(got, ref[0], (size_t)M * dims[LAYERS] * 4)) gb++; }
+                r = lwo_graph_launch(rc.ctx, g);
+                if (!r) r = lwo_tensor_download(rc.ctx, rc.act[LAYERS & 1], got, (uint64_t)M * dims[LAYERS] * 4);
+                if (memcmp(got, ref[0], (size_t)M * dims[LAYERS] * 4)) gb++;
+            }
+            CHECK(r == LWO_SUCCESS && gb == 0, "graph replays equal the resident run: %d differ (%s)", gb, lwo_last_error(rc.ctx));
+            lwo_graph_destroy(rc.ctx, g);
+        }
+        /* the protocol's sensitivity: without the consumed wait, the same stress should corrupt */
+        if (trial == 0 && !quick && rc.ctx->engine->nslots > 1) {
+            int corrupt = 0;
+            rc.ctx->engine->test_skip_consumed_wait = 1;
+            for (p = 0; p < 30; p++) { if (pass(&rc, 0, 1, got)) break; corrupt += memcmp(got, ref[0], (size_t)M * dims[LAYERS] * 4) != 0; }
+            rc.ctx->engine->test_skip_consumed_wait = 0;
+            rc.ctx->engine->test_skip_ready_wait = 1;
+            {
+                int corrupt2 = 0;
+                for (p = 0; p < 30; p++) { if (pass(&rc, 0, 1, got)) break; corrupt2 += memcmp(got, ref[0], (size_t)M * dims[LAYERS] * 4) != 0; }
+                printf("  sensitivity: without the consumed wait %d of 30 passes corrupt; without the ready wait %d of 30\n", corrupt, corrupt2);
+            }
+            rc.ctx->engine->test_skip_ready_wait = 0;
+            lwo_stream_synchronize(rc.ctx, NULL);
+        }
+        lwo_destroy(rc.ctx);
+    }
+    for (l = 0; l < LAYERS; l++) { free(host_w[l]); free(host_b[l]); free(host_s[l]); }
+    return CHECK_SUMMARY();
+}
