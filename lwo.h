@@ -146,6 +146,8 @@ typedef struct lwo_desc {
                                   lwo never destroys a stream it was lent. */
     int offload_streams;       /* streams that carry weights host-to-device. 0 = 2 */
     int max_slots;             /* most staging slots in the streaming ring. 0 = 4 */
+    uint64_t pinned_cap;       /* most bytes of host memory lwo pins for weight copies. 0 = half of the
+                                  machine's RAM. Past it, copies stay pageable (slower, logged). */
 } lwo_desc;
 
 typedef struct lwo_device_info {
@@ -820,6 +822,7 @@ struct lwo_context {
     lwo__host_block *host_blocks;
     lwo__CUdeviceptr scratch; /* 256 bytes of arena for reductions */
     struct lwo__engine *engine; /* the streaming engine (section 8), made on first use */
+    uint64_t pinned_bytes;      /* host bytes pinned for weight homes, against desc.pinned_cap */
     char error[LWO__ERROR_CAP];
 };
 
@@ -1154,6 +1157,60 @@ LWO_DEF void lwo_host_free(lwo_context *ctx, void *p) {
         }
     }
     lwo__log(ctx, LWO_LOG_WARN, "lwo_host_free: %p was not allocated by lwo_host_alloc of this context", p);
+}
+
+
+/* Host homes of weights. A home is where a weight's bytes live in host RAM while the GPU does not
+   hold them: a pinned copy (cuMemHostAlloc, counted against desc.pinned_cap), or the caller's own
+   memory (a mapped checkpoint, say) registered with the driver read-only, which transfers as fast
+   as pinned memory without a second copy in RAM; when the driver refuses either, a pageable copy
+   or the caller's memory as it is, with a warning, since transfers from it run at a fraction of
+   the bus speed and cannot be captured in a graph. */
+typedef enum lwo__home_kind { LWO__HOME_PINNED = 1, LWO__HOME_REGISTERED, LWO__HOME_PAGEABLE_COPY, LWO__HOME_BORROWED } lwo__home_kind;
+typedef struct lwo__home {
+    lwo__home_kind kind;
+    void *ptr;            /* what transfers read */
+    uint64_t bytes;
+    void *reg_base;       /* the page-aligned range registered, for LWO__HOME_REGISTERED */
+    size_t reg_len;
+} lwo__home;
+
+static LWO__UNUSED lwo_result lwo__home_make(lwo_context *ctx, const void *src, uint64_t bytes, int borrow, lwo__home *h) {
+    memset(h, 0, sizeof *h);
+    h->bytes = bytes;
+    if (borrow) {
+        long ps = sysconf(_SC_PAGESIZE);
+        uintptr_t a = (uintptr_t)src, base = a / (uintptr_t)ps * (uintptr_t)ps, end = (a + (uintptr_t)bytes + (uintptr_t)ps - 1) / (uintptr_t)ps * (uintptr_t)ps;
+        lwo__CUresult rc = ctx->cu.cuMemHostRegister((void *)base, (size_t)(end - base), 0x08 /* CU_MEMHOSTREGISTER_READ_ONLY */);
+        h->ptr = (void *)src;
+        if (rc == 0) { h->kind = LWO__HOME_REGISTERED; h->reg_base = (void *)base; h->reg_len = (size_t)(end - base); return LWO_SUCCESS; }
+        lwo__log(ctx, LWO_LOG_WARN, "the driver would not register %llu bytes of caller memory (error %d): transfers from it will be slow and cannot be captured in a graph",
+                 (unsigned long long)bytes, rc);
+        h->kind = LWO__HOME_BORROWED;
+        return LWO_SUCCESS;
+    }
+    if (ctx->pinned_bytes + bytes <= ctx->desc.pinned_cap && ctx->cu.cuMemHostAlloc(&h->ptr, (size_t)bytes, 0) == 0) {
+        ctx->pinned_bytes += bytes;
+        h->kind = LWO__HOME_PINNED;
+    } else {
+        lwo__log(ctx, LWO_LOG_WARN, "pinning %llu more bytes would pass lwo_desc.pinned_cap (%llu) or was refused: this weight stays in pageable memory",
+                 (unsigned long long)bytes, (unsigned long long)ctx->desc.pinned_cap);
+        h->ptr = LWO_MALLOC((size_t)bytes);
+        if (!h->ptr) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory for a %llu-byte weight copy", (unsigned long long)bytes);
+        h->kind = LWO__HOME_PAGEABLE_COPY;
+    }
+    if (src) memcpy(h->ptr, src, (size_t)bytes);
+    return LWO_SUCCESS;
+}
+
+static LWO__UNUSED void lwo__home_free(lwo_context *ctx, lwo__home *h) {
+    switch (h->kind) {
+    case LWO__HOME_PINNED: ctx->cu.cuMemFreeHost(h->ptr); ctx->pinned_bytes -= h->bytes; break;
+    case LWO__HOME_REGISTERED: ctx->cu.cuMemHostUnregister(h->reg_base); break;
+    case LWO__HOME_PAGEABLE_COPY: LWO_FREE(h->ptr); break;
+    default: break;
+    }
+    memset(h, 0, sizeof *h);
 }
 
 /* ==== 6. Tensors ============================================================================= */
@@ -1818,6 +1875,10 @@ static lwo_result lwo__desc_defaults(lwo_context *ctx, const lwo_desc *in) {
     ctx->cache_dir = (buf[0] && strcmp(buf, "-") != 0) ? lwo__strdup(buf) : NULL;
     if (!ctx->driver_path || (in->nvrtc_path && !ctx->nvrtc_path) || (buf[0] && strcmp(buf, "-") && !ctx->cache_dir))
         return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    if (ctx->desc.pinned_cap == 0) {
+        long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+        ctx->desc.pinned_cap = (pages > 0 && psize > 0) ? (uint64_t)pages * (uint64_t)psize / 2 : (uint64_t)8 << 30;
+    }
     ctx->desc.driver_path = ctx->driver_path;
     ctx->desc.nvrtc_path = ctx->nvrtc_path;
     ctx->desc.cache_dir = ctx->cache_dir;

@@ -10,6 +10,7 @@
 #include "../lwo.h"
 #include <math.h>
 #include "check.h"
+#include <sys/mman.h>
 
 #define LAYERS 24
 #define M 64
@@ -26,7 +27,14 @@ static int dims[LAYERS + 1];
 static float *host_w[LAYERS], *host_b[LAYERS], *host_s[LAYERS];
 static float x0[M * 512];
 
-typedef struct run_ctx { lwo_context *ctx; lwo_module *mod; lwo__item *items[LAYERS]; lwo_tensor *act[2]; float *x0_pinned; } run_ctx;
+typedef struct run_ctx {
+    lwo_context *ctx; lwo_module *mod; lwo__item *items[LAYERS]; lwo_tensor *act[2]; float *x0_pinned;
+    lwo__home homes[LAYERS][3]; int nhomes; void *map; size_t map_len;
+} run_ctx;
+
+/* home_mode 0: pinned copies (lwo_host_alloc); 1: lwo's own pinned homes; 2: a file of the weights,
+   mapped read-only and registered with the driver in place (each part on its own pages). */
+static int home_mode;
 
 static void quiet(void *u, lwo_log_level l, const char *m) { (void)u; if (l <= LWO_LOG_WARN) printf("  [lwo] %s\n", m); }
 
@@ -53,9 +61,48 @@ static lwo_result setup(run_ctx *rc, uint64_t budget, int offload_streams, int m
     if ((r = lwo_create(&d, &rc->ctx)) != 0) { printf("create: %s\n", lwo_last_error(rc->ctx)); return r; }
     if ((r = lwo_module_compile(rc->ctx, op_src, "stack_ops.cu", NULL, &rc->mod)) != 0) return r;
     if ((r = lwo_tensor_create(rc->ctx, LWO_DTYPE_F32, 2, shape, &rc->act[0])) || (r = lwo_tensor_create(rc->ctx, LWO_DTYPE_F32, 2, shape, &rc->act[1]))) return r;
-    /* the weights' host homes: pinned copies (graphs cannot copy from pageable memory) */
+    /* the weights' host homes (graphs cannot copy from pageable memory) */
     if ((r = lwo_host_alloc(rc->ctx, sizeof x0, (void **)&rc->x0_pinned)) != 0) return r;
     memcpy(rc->x0_pinned, x0, sizeof x0);
+    if (home_mode == 2) {
+        char path[] = "/tmp/lwo-weights-XXXXXX";
+        int fd = mkstemp(path);
+        size_t off = 0;
+        long ps = sysconf(_SC_PAGESIZE);
+        for (l = 0; l < LAYERS; l++) {
+            size_t b[3];
+            const float *src[3];
+            int p;
+            b[0] = (size_t)dims[l + 1] * dims[l] * 4; b[1] = b[2] = (size_t)dims[l + 1] * 4;
+            src[0] = host_w[l]; src[1] = host_b[l]; src[2] = host_s[l];
+            for (p = 0; p < 3; p++) {
+                if (pwrite(fd, src[p], b[p], (off_t)off) != (ssize_t)b[p]) return LWO_ERROR_IO;
+                off += (b[p] + (size_t)ps - 1) / (size_t)ps * (size_t)ps;
+            }
+        }
+        if (ftruncate(fd, (off_t)off) != 0) return LWO_ERROR_IO;
+        rc->map = mmap(NULL, off, PROT_READ, MAP_SHARED, fd, 0);
+        rc->map_len = off;
+        close(fd);
+        unlink(path);
+        if (rc->map == MAP_FAILED) return LWO_ERROR_IO;
+        off = 0;
+        for (l = 0; l < LAYERS; l++) {
+            const void *host[3];
+            uint64_t bytes[3];
+            int p;
+            bytes[0] = (uint64_t)dims[l + 1] * dims[l] * 4; bytes[1] = bytes[2] = (uint64_t)dims[l + 1] * 4;
+            for (p = 0; p < 3; p++) {
+                if ((r = lwo__home_make(rc->ctx, (const char *)rc->map + off, bytes[p], 1, &rc->homes[l][p])) != 0) return r;
+                if (rc->homes[l][p].kind != LWO__HOME_REGISTERED) return LWO_ERROR_UNSUPPORTED;
+                host[p] = rc->homes[l][p].ptr;
+                off += (bytes[p] + (uint64_t)ps - 1) / (uint64_t)ps * (uint64_t)ps;
+            }
+            if ((r = lwo__item_create(rc->ctx, host, bytes, 0, &rc->items[l])) != 0) return r;
+        }
+        rc->nhomes = 1;
+        return LWO_SUCCESS;
+    }
     for (l = 0; l < LAYERS; l++) {
         const void *host[3];
         uint64_t bytes[3];
@@ -66,8 +113,15 @@ static lwo_result setup(run_ctx *rc, uint64_t budget, int offload_streams, int m
         bytes[2] = (uint64_t)dims[l + 1] * 4; src[2] = host_s[l];
         for (p = 0; p < 3; p++) {
             void *h;
-            if ((r = lwo_host_alloc(rc->ctx, bytes[p], &h)) != 0) return r;
-            memcpy(h, src[p], (size_t)bytes[p]);
+            if (home_mode == 1) {
+                if ((r = lwo__home_make(rc->ctx, src[p], bytes[p], 0, &rc->homes[l][p])) != 0) return r;
+                if (rc->homes[l][p].kind != LWO__HOME_PINNED) return LWO_ERROR_UNSUPPORTED;
+                h = rc->homes[l][p].ptr;
+                rc->nhomes = 1;
+            } else {
+                if ((r = lwo_host_alloc(rc->ctx, bytes[p], &h)) != 0) return r;
+                memcpy(h, src[p], (size_t)bytes[p]);
+            }
             host[p] = h;
         }
         if ((r = lwo__item_create(rc->ctx, host, bytes, 0, &rc->items[l])) != 0) return r;
@@ -78,6 +132,17 @@ static lwo_result setup(run_ctx *rc, uint64_t budget, int offload_streams, int m
 /* One forward pass; order 0 is the stack in order, order 1 swaps layers 4 and 8 (same shapes), a
    pass that leaves the learned order (its output is compared with the resident run of order 1).
    delay: random spins on the compute and the offload streams. */
+static void teardown(run_ctx *rc) {
+    int l, p;
+    if (rc->ctx && rc->nhomes) {
+        lwo_stream_synchronize(rc->ctx, NULL);
+        for (l = 0; l < LAYERS; l++) for (p = 0; p < 3; p++) if (rc->homes[l][p].kind) lwo__home_free(rc->ctx, &rc->homes[l][p]);
+    }
+    lwo_destroy(rc->ctx);
+    if (rc->map && rc->map != MAP_FAILED) munmap(rc->map, rc->map_len);
+    memset(rc, 0, sizeof *rc);
+}
+
 static lwo_result pass(run_ctx *rc, int order, int delay, float *out) {
     lwo_context *ctx = rc->ctx;
     lwo__CUfunction fn;
@@ -152,7 +217,7 @@ int main(void) {
     CHECK(rc.ctx->stats.ring_bytes == 0 && rc.ctx->stats.resident_bytes == wbytes, "everything resident (%llu of %llu)",
           (unsigned long long)rc.ctx->stats.resident_bytes, (unsigned long long)wbytes);
     CHECK(pass(&rc, 0, 0, ref[0]) == LWO_SUCCESS && pass(&rc, 1, 0, ref[1]) == LWO_SUCCESS, "resident passes: %s", lwo_last_error(rc.ctx));
-    lwo_destroy(rc.ctx);
+    teardown(&rc);
 
     /* too small a budget names the weight and the bytes missing */
     r = setup(&rc, 1 << 20, 2, 4); /* 1 MiB: the activations leave less than the largest weight */
@@ -161,7 +226,7 @@ int main(void) {
         CHECK_EQ_INT(r, LWO_ERROR_OUT_OF_BUDGET);
         CHECK(strstr(lwo_last_error(rc.ctx), "missing") != NULL, "%s", lwo_last_error(rc.ctx));
     }
-    lwo_destroy(rc.ctx);
+    teardown(&rc);
 
     /* random budgets from the minimum to all resident; 1-3 offload streams, 1-4 slots */
     for (trial = 0; trial < (quick ? 2 : 7); trial++) {
@@ -174,13 +239,14 @@ int main(void) {
         size_t fr0, fr1, tot;
         budget = (budget + (1 << 20)) / (1 << 20) * (1 << 20);
         if (trial == 0) ms = 2;
+        home_mode = trial % 3; /* pinned by the test, lwo's pinned homes, a registered mapped file */
         r = setup(&rc, budget, ns, ms);
         CHECK(r == LWO_SUCCESS, "setup budget %llu: %s", (unsigned long long)budget, lwo_last_error(rc.ctx));
-        if (r) { lwo_destroy(rc.ctx); continue; }
+        if (r) { teardown(&rc); continue; }
         rc.ctx->cu.cuMemGetInfo(&fr0, &tot);
         r = lwo_streaming_plan(rc.ctx, 0);
         CHECK(r == LWO_SUCCESS, "plan at budget %llu: %s", (unsigned long long)budget, lwo_last_error(rc.ctx));
-        if (r) { lwo_destroy(rc.ctx); continue; }
+        if (r) { teardown(&rc); continue; }
         for (p = 0; p < passes; p++) {
             int ord = (p % 10 == 7);
             r = pass(&rc, ord, 1, got);
@@ -195,8 +261,8 @@ int main(void) {
               (unsigned long long)mem.peak, (unsigned long long)budget, (long long)fr0 - (long long)fr1);
         CHECK(st.resident_bytes < wbytes ? st.bytes_streamed > 0 : 1, "something streamed");
         CHECK(st.order_deviations > 0, "the reordered passes were counted as deviations");
-        printf("  budget %6.1f MiB (%3.0f%%), %d offload streams, ring %d x %.2f MiB, resident %.1f MiB: %d passes, %.1f MiB streamed, %llu deviations\n",
-               budget / 1048576.0, 100 * f, ns, rc.ctx->engine->nslots, rc.ctx->engine->nslots ? rc.ctx->engine->slots[0].arena_size / 1048576.0 : 0.0,
+        printf("  %s: budget %6.1f MiB (%3.0f%%), %d offload streams, ring %d x %.2f MiB, resident %.1f MiB: %d passes, %.1f MiB streamed, %llu deviations\n",
+               home_mode == 2 ? "mapped file" : home_mode == 1 ? "lwo pinned " : "test pinned", budget / 1048576.0, 100 * f, ns, rc.ctx->engine->nslots, rc.ctx->engine->nslots ? rc.ctx->engine->slots[0].arena_size / 1048576.0 : 0.0,
                st.resident_bytes / 1048576.0, passes, st.bytes_streamed / 1048576.0, (unsigned long long)st.order_deviations);
         /* a whole pass as a graph, transfers included, equals eager; also after eager passes */
         if (trial <= 1) {
@@ -231,7 +297,7 @@ int main(void) {
             rc.ctx->engine->test_skip_ready_wait = 0;
             lwo_stream_synchronize(rc.ctx, NULL);
         }
-        lwo_destroy(rc.ctx);
+        teardown(&rc);
     }
     for (l = 0; l < LAYERS; l++) { free(host_w[l]); free(host_b[l]); free(host_s[l]); }
     return CHECK_SUMMARY();
