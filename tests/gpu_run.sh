@@ -1,19 +1,34 @@
 #!/usr/bin/env bash
-# Everything for one call of the GPU machine: build, GPU tests, the sanitizer pass, the demo and
-# the benchmark; logs under $OUT (when set), the short tables last.
+# Everything for one call of the GPU machine, in sections (default: all but dit):
+#   tests     build, make test-gpu, compute-sanitizer memcheck / racecheck / synccheck
+#   demo      make demo
+#   bench     make bench (and the GEMM / streaming benchmarks where built)
+#   dit       train the demo's tiny DiT (tools/train_tiny_dit.py) from .data/fashion-mnist
+# Logs go under $OUT when set; the short tables come last.
 set -u
 export PYTHONUNBUFFERED=1
 O=${OUT:-build/out}; mkdir -p "$O" build
+S=${*:-tests demo bench}
+has() { case " $S " in *" $1 "*) return 0;; esac; return 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 make -s gpu-build >"$O/build.log" 2>&1 || { cat "$O/build.log"; exit 1; }
-timeout 300 make -s test-gpu 2>&1 | tee "$O/test-gpu.log" | grep -vE '^\s*$' | tail -n 60
-echo "== compute-sanitizer memcheck (quick sizes)"
-LWO_TEST_QUICK=1 timeout 240 compute-sanitizer --tool memcheck --leak-check full --report-api-errors no build/test_gpu >"$O/memcheck.log" 2>&1; echo "memcheck exit $?"
-grep -E "ERROR SUMMARY|passed, " "$O/memcheck.log" | tail -n 3
-for tool in racecheck synccheck; do
-  echo "== compute-sanitizer $tool: the streaming engine (quick)"
-  LWO_TEST_QUICK=1 timeout 300 compute-sanitizer --tool $tool --report-api-errors no build/test_gpu_stream >"$O/$tool.log" 2>&1; echo "$tool exit $?"
-  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, " "$O/$tool.log" | tail -n 3
-done
-echo "== demo"; timeout 60 make -s demo 2>&1 | tail -n 6
-echo "== bench"; timeout 300 make -s bench 2>&1 | tee "$O/bench.log" | tail -n 30
+if has dit; then
+  echo "== train the tiny DiT"
+  timeout 420 python3 tools/train_tiny_dit.py --data .data/fashion-mnist --out build/tiny_dit.safetensors 2>&1 | tee "$O/dit.log" | tail -n 25
+  if [ -f build/tiny_dit.safetensors ]; then split -b 15m -d build/tiny_dit.safetensors "$O/tiny_dit.part"; ls -la "$O"; fi
+fi
+if has tests; then
+  timeout 400 make -s test-gpu 2>&1 | tee "$O/test-gpu.log" | grep -vE '^\s*$' | tail -n 60
+  echo "== compute-sanitizer memcheck (quick sizes)"
+  LWO_TEST_QUICK=1 timeout 240 compute-sanitizer --tool memcheck --leak-check full --report-api-errors no build/test_gpu >"$O/memcheck.log" 2>&1; echo "memcheck exit $?"
+  grep -E "ERROR SUMMARY|passed, " "$O/memcheck.log" | tail -n 3
+  for t in $(ls build/test_gpu_* 2>/dev/null | grep -v '\.'); do
+    for tool in racecheck synccheck; do
+      echo "== compute-sanitizer $tool: $t (quick)"
+      LWO_TEST_QUICK=1 timeout 300 compute-sanitizer --tool $tool --report-api-errors no "$t" >"$O/$tool-$(basename $t).log" 2>&1; echo "$tool exit $?"
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, " "$O/$tool-$(basename $t).log" | tail -n 3
+    done
+  done
+fi
+if has demo; then echo "== demo"; timeout 60 make -s demo 2>&1 | tail -n 6; fi
+if has bench; then echo "== bench"; timeout 400 make -s bench 2>&1 | tee "$O/bench.log" | tail -n 40; fi
