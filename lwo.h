@@ -289,6 +289,10 @@ typedef struct lwo_stats {
     uint64_t passes, order_deviations;   /* passes ended; acquisitions that left the learned order */
     uint64_t graph_launches;
     uint64_t resident_bytes, ring_bytes; /* of the current plan */
+    double wait_ms;                      /* time the compute stream stood waiting for transfers */
+    double last_pass_ms;                 /* GPU time of the last finished pass */
+    uint64_t last_pass_bytes;            /* bytes streamed in it */
+    double last_pass_GBps;               /* last_pass_bytes / last_pass_ms: achieved host-to-device */
 } lwo_stats;
 LWO_API lwo_result lwo_stats_get(lwo_context *ctx, lwo_stats *out);
 
@@ -2198,6 +2202,13 @@ typedef struct lwo__engine {
     uint64_t fill_counter;
     lwo__CUevent fork;     /* joins offload streams into a capture */
     int test_skip_consumed_wait, test_skip_ready_wait;
+    /* timing: an event pair around each wait on a slot, harvested once complete; one pair per pass */
+    lwo__CUevent *wait_ev;
+    size_t nwait, capwait, harvested;
+    lwo__CUevent pass_ev[2];
+    int pass_timed;        /* a pass's events were recorded and not yet read */
+    int pass_timing;       /* the open pass recorded its start event */
+    uint64_t pass_bytes0, pass_bytes;
 } lwo__engine;
 
 struct lwo_graph { uint32_t magic; lwo_context *ctx; lwo__CUgraph graph; lwo__CUgraphExec exec; };
@@ -2215,6 +2226,7 @@ static lwo_result lwo__engine_get(lwo_context *ctx, lwo__engine **out) {
         if (e->nstreams > LWO__MAX_OFFLOAD) e->nstreams = LWO__MAX_OFFLOAD;
         for (i = 0; i < e->nstreams; i++) LWO__CU(ctx, cuStreamCreate(&e->streams[i], LWO__CU_STREAM_NON_BLOCKING));
         LWO__CU(ctx, cuEventCreate(&e->fork, LWO__CU_EVENT_DISABLE_TIMING));
+        for (i = 0; i < 2; i++) LWO__CU(ctx, cuEventCreate(&e->pass_ev[i], 0));
     }
     *out = e;
     return LWO_SUCCESS;
@@ -2244,6 +2256,9 @@ static void lwo__engine_free(lwo_context *ctx) {
     for (i = 0; i < e->nitems; i++) LWO_FREE(e->items[i]);
     for (k = 0; k < e->nstreams; k++) if (e->streams[k]) ctx->cu.cuStreamDestroy(e->streams[k]);
     if (e->fork) ctx->cu.cuEventDestroy(e->fork);
+    for (i = 0; i < e->capwait; i++) if (e->wait_ev[i]) ctx->cu.cuEventDestroy(e->wait_ev[i]);
+    LWO_FREE(e->wait_ev);
+    for (k = 0; k < 2; k++) if (e->pass_ev[k]) ctx->cu.cuEventDestroy(e->pass_ev[k]);
     LWO_FREE(e->items); LWO_FREE(e->order); LWO_FREE(e->learning);
     LWO_FREE(e);
     ctx->engine = NULL;
@@ -2414,6 +2429,46 @@ static lwo_result lwo__item_fill(lwo_context *ctx, lwo__engine *e, lwo__item *it
     return LWO_SUCCESS;
 }
 
+/* Adds the finished waits (and the last pass) to the stats. With `wait` set it first lets the
+   compute stream finish, so everything recorded is read; else it reads only what is complete. */
+static void lwo__engine_harvest(lwo_context *ctx, lwo__engine *e, int wait) {
+    float ms;
+    if (wait) ctx->cu.cuStreamSynchronize(ctx->compute);
+    while (e->harvested + 1 < e->nwait) {
+        if (ctx->cu.cuEventQuery(e->wait_ev[e->harvested + 1]) != 0) break;
+        if (ctx->cu.cuEventElapsedTime(&ms, e->wait_ev[e->harvested], e->wait_ev[e->harvested + 1]) == 0) ctx->stats.wait_ms += ms;
+        e->harvested += 2;
+    }
+    if (e->harvested >= e->nwait) e->nwait = e->harvested = 0;
+    if (e->pass_timed && ctx->cu.cuEventQuery(e->pass_ev[1]) == 0 && ctx->cu.cuEventElapsedTime(&ms, e->pass_ev[0], e->pass_ev[1]) == 0) {
+        ctx->stats.last_pass_ms = ms;
+        ctx->stats.last_pass_bytes = e->pass_bytes;
+        ctx->stats.last_pass_GBps = ms > 0 ? (double)e->pass_bytes / ms / 1e6 : 0;
+        e->pass_timed = 0;
+    }
+}
+
+/* Records a timing event on the compute stream into the wait pool; 0 when timing is off. */
+static lwo_result lwo__engine_wait_mark(lwo_context *ctx, lwo__engine *e) {
+    if (e->capturing) return LWO_SUCCESS;
+    if (e->nwait == e->capwait) {
+        size_t cap = e->capwait ? e->capwait * 2 : 256, i;
+        lwo__CUevent *ne;
+        if (cap > 8192) { lwo__engine_harvest(ctx, e, 1); if (e->nwait < e->capwait) goto record; }
+        ne = (lwo__CUevent *)LWO_REALLOC(e->wait_ev, cap * sizeof *ne);
+        if (!ne) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        e->wait_ev = ne;
+        for (i = e->capwait; i < cap; i++) {
+            lwo__CUresult rc = ctx->cu.cuEventCreate(&e->wait_ev[i], 0);
+            if (rc) { e->capwait = i; return lwo__cuda_fail(ctx, rc, "cuEventCreate"); }
+        }
+        e->capwait = cap;
+    }
+record:
+    LWO__CU(ctx, cuEventRecord(e->wait_ev[e->nwait++], ctx->compute));
+    return LWO_SUCCESS;
+}
+
 /* Makes item it readable by kernels enqueued next on the compute stream; returns its device base. */
 static LWO__UNUSED lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUdeviceptr *dev) {
     lwo__engine *e = ctx->engine;
@@ -2460,7 +2515,9 @@ static LWO__UNUSED lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it,
         }
     }
     if (it->resident) { *dev = it->dev; return LWO_SUCCESS; }
+    if ((r = lwo__engine_wait_mark(ctx, e)) != 0) return r;
     if (!e->test_skip_ready_wait) LWO__CU(ctx, cuStreamWaitEvent(ctx->compute, e->slots[it->slot].ready, 0));
+    if ((r = lwo__engine_wait_mark(ctx, e)) != 0) return r;
     *dev = it->dev;
     return LWO_SUCCESS;
 }
@@ -2491,6 +2548,10 @@ LWO_DEF lwo_result lwo_pass_begin(lwo_context *ctx) {
     LWO__ENTER(ctx);
     if ((r = lwo__engine_get(ctx, &e)) != 0) return r;
     if (e->in_pass) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_pass_begin: a pass is already open");
+    lwo__engine_harvest(ctx, e, 0);
+    e->pass_timing = !e->capturing && !e->pass_timed;
+    if (e->pass_timing) LWO__CU(ctx, cuEventRecord(e->pass_ev[0], ctx->compute));
+    e->pass_bytes0 = ctx->stats.bytes_streamed;
     e->in_pass = 1;
     e->pos = 0;
     e->nlearning = 0;
@@ -2503,6 +2564,12 @@ LWO_DEF lwo_result lwo_pass_end(lwo_context *ctx) {
     e = ctx->engine;
     if (!e || !e->in_pass) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_pass_end without lwo_pass_begin");
     e->in_pass = 0;
+    if (e->pass_timing) {
+        e->pass_timing = 0;
+        LWO__CU(ctx, cuEventRecord(e->pass_ev[1], ctx->compute));
+        e->pass_timed = 1;
+        e->pass_bytes = ctx->stats.bytes_streamed - e->pass_bytes0;
+    }
     if (!e->order_known && e->nlearning) {
         LWO_FREE(e->order);
         e->order = e->learning;
@@ -2597,9 +2664,11 @@ LWO_DEF void lwo_graph_destroy(lwo_context *ctx, lwo_graph *g) {
 
 
 /* ==== 11. Stats and logging ================================================================== */
+/* Reading the stats waits for the compute stream, so the timings of all the work so far count. */
 LWO_DEF lwo_result lwo_stats_get(lwo_context *ctx, lwo_stats *out) {
     LWO__ENTER(ctx);
     if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
+    if (ctx->engine) lwo__engine_harvest(ctx, ctx->engine, 1);
     *out = ctx->stats;
     return LWO_SUCCESS;
 }

@@ -261,9 +261,13 @@ int main(void) {
               (unsigned long long)mem.peak, (unsigned long long)budget, (long long)fr0 - (long long)fr1);
         CHECK(st.resident_bytes < wbytes ? st.bytes_streamed > 0 : 1, "something streamed");
         CHECK(st.order_deviations > 0, "the reordered passes were counted as deviations");
+        CHECK(st.passes >= (uint64_t)passes && st.last_pass_ms > 0 && (st.bytes_streamed == 0 || st.last_pass_GBps > 0) && st.wait_ms >= 0,
+              "pass timing: %llu passes, last %.3f ms, %.1f GB/s, waited %.2f ms", (unsigned long long)st.passes, st.last_pass_ms, st.last_pass_GBps, st.wait_ms);
         printf("  %s: budget %6.1f MiB (%3.0f%%), %d offload streams, ring %d x %.2f MiB, resident %.1f MiB: %d passes, %.1f MiB streamed, %llu deviations\n",
                home_mode == 2 ? "mapped file" : home_mode == 1 ? "lwo pinned " : "test pinned", budget / 1048576.0, 100 * f, ns, rc.ctx->engine->nslots, rc.ctx->engine->nslots ? rc.ctx->engine->slots[0].arena_size / 1048576.0 : 0.0,
                st.resident_bytes / 1048576.0, passes, st.bytes_streamed / 1048576.0, (unsigned long long)st.order_deviations);
+        printf("      last pass %.3f ms, %.2f MiB streamed in it (%.1f GB/s), compute waited %.1f ms over all passes\n", st.last_pass_ms,
+               st.last_pass_bytes / 1048576.0, st.last_pass_GBps, st.wait_ms);
         /* a whole pass as a graph, transfers included, equals eager; also after eager passes */
         if (trial <= 1) {
             lwo_graph *g = NULL;
