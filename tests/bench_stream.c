@@ -1,0 +1,219 @@
+/* bench_stream.c - the streaming benchmark: ANCHORS.md's 24-block stack (qkv 3072->9216, out
+   3072->3072, up 3072->12288, down 12288->3072; M = 4608 tokens) in bf16, fp8 and int8 storage
+   at budgets: all resident, half resident, the minimum. For each: ms per forward (median of 5),
+   bytes streamed, and the bound max(compute-only time, streamed bytes / host-to-device bandwidth
+   measured in this run). Writes "key value" lines to $LWO_BENCH_OUT; tests/bench_stream_peers.py
+   measures PyTorch beside it and tests/bench_stream_table.py prints the table. */
+#define LWO_IMPLEMENTATION
+#include "../lwo.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define H 3072
+#define M 4608
+#define NB 24
+static const uint64_t shapes[4][2] = { { 3 * H, H }, { H, H }, { 4 * H, H }, { H, 4 * H } }; /* [N, K] */
+static FILE *out;
+static lwo_context *ctx;
+static lwo_module *ops;
+static uint16_t *host_w[4], *host_b[4]; /* one random matrix per shape, shared by the blocks' weights */
+
+static const char *ops_src =
+    "extern \"C\" __global__ void add_bf16(unsigned short *y, const unsigned short *a, unsigned long long n) {\n"
+    "  unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; if (i >= n) return;\n"
+    "  float v = __uint_as_float((unsigned)y[i] << 16) + __uint_as_float((unsigned)a[i] << 16);\n"
+    "  unsigned u = __float_as_uint(v); u += 0x7fffu + ((u >> 16) & 1u); y[i] = (unsigned short)(u >> 16); }\n"
+    "extern \"C\" __global__ void gelu_bf16(unsigned short *y, unsigned long long n) {\n"
+    "  unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; if (i >= n) return;\n"
+    "  float x = __uint_as_float((unsigned)y[i] << 16);\n"
+    "  float v = 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)));\n"
+    "  unsigned u = __float_as_uint(v); u += 0x7fffu + ((u >> 16) & 1u); y[i] = (unsigned short)(u >> 16); }\n";
+
+static void emit(const char *key, double v) {
+    printf("%-52s %10.3f\n", key, v);
+    if (out) { fprintf(out, "%s %.6f\n", key, v); fflush(out); }
+}
+
+static void die(const char *what) { printf("bench_stream: %s: %s\n", what, lwo_last_error(ctx)); exit(1); }
+
+static lwo_result elementwise(const char *k, lwo_tensor *y, lwo_tensor *a) {
+    uint64_t n = lwo_tensor_numel(y), py = lwo_tensor_device_ptr(y), pa = a ? lwo_tensor_device_ptr(a) : 0;
+    unsigned grid[3] = { (unsigned)((n + 255) / 256), 1, 1 }, block[3] = { 256, 1, 1 };
+    void *args3[3] = { &py, &pa, &n }, *args2[2] = { &py, &n };
+    return lwo_launch(ctx, NULL, ops, k, grid, block, 0, a ? args3 : args2);
+}
+
+typedef struct stack { lwo_weight *w[NB][4]; lwo_tensor *x, *t1, *t2, *view; } stack;
+
+static lwo_result forward(stack *s) {
+    int b;
+    lwo_result r;
+    if ((r = lwo_pass_begin(ctx)) != 0) return r;
+    for (b = 0; b < NB; b++) {
+        /* x += out(qkv(x)[first M*H elements]); x += down(gelu(up(x))) */
+        if ((r = lwo_linear(ctx, NULL, s->x, s->w[b][0], NULL, s->t1)) != 0) return r;
+        if ((r = lwo_linear(ctx, NULL, s->view, s->w[b][1], NULL, s->t2)) != 0) return r;
+        if ((r = elementwise("add_bf16", s->x, s->t2)) != 0) return r;
+        if ((r = lwo_linear(ctx, NULL, s->x, s->w[b][2], NULL, s->t1)) != 0) return r;
+        if ((r = elementwise("gelu_bf16", s->t1, NULL)) != 0) return r;
+        if ((r = lwo_linear(ctx, NULL, s->t1, s->w[b][3], NULL, s->t2)) != 0) return r;
+        if ((r = elementwise("add_bf16", s->x, s->t2)) != 0) return r;
+    }
+    return lwo_pass_end(ctx);
+}
+
+static int cmpf(const void *a, const void *b) { float x = *(const float *)a, y = *(const float *)b; return x < y ? -1 : x > y; }
+
+static float time_forward(stack *s, int iters) {
+    lwo_event *e0, *e1;
+    float t[16];
+    int i;
+    lwo_event_create(ctx, &e0);
+    lwo_event_create(ctx, &e1);
+    for (i = 0; i < 2; i++) if (forward(s)) die("forward");
+    for (i = 0; i < iters; i++) {
+        lwo_event_record(ctx, e0, NULL);
+        if (forward(s)) die("forward");
+        lwo_event_record(ctx, e1, NULL);
+        lwo_event_synchronize(ctx, e1);
+        lwo_event_elapsed_ms(ctx, e0, e1, &t[i]);
+    }
+    lwo_event_destroy(ctx, e0);
+    lwo_event_destroy(ctx, e1);
+    qsort(t, (size_t)iters, sizeof *t, cmpf);
+    return t[iters / 2];
+}
+
+static double h2d_GBps(void) {
+    uint64_t n = 1ull << 30;
+    void *hp;
+    lwo_tensor *d;
+    lwo_event *e0, *e1;
+    float ms, best = 1e30f;
+    int i;
+    if (lwo_host_alloc(ctx, n, &hp) || lwo_tensor_create(ctx, LWO_DTYPE_U8, 1, &n, &d)) die("h2d buffers");
+    memset(hp, 7, (size_t)n);
+    lwo_event_create(ctx, &e0);
+    lwo_event_create(ctx, &e1);
+    for (i = 0; i < 4; i++) {
+        lwo_event_record(ctx, e0, NULL);
+        lwo_tensor_upload_async(ctx, NULL, d, hp, n);
+        lwo_event_record(ctx, e1, NULL);
+        lwo_event_synchronize(ctx, e1);
+        lwo_event_elapsed_ms(ctx, e0, e1, &ms);
+        if (i && ms < best) best = ms;
+    }
+    lwo_tensor_destroy(ctx, d);
+    lwo_host_free(ctx, hp);
+    lwo_event_destroy(ctx, e0);
+    lwo_event_destroy(ctx, e1);
+    return (double)n / best / 1e6;
+}
+
+static void quiet(void *u, lwo_log_level l, const char *m) { (void)u; if (l <= LWO_LOG_WARN) printf("lwo: %s\n", m); }
+
+/* Runs one storage format at one budget fraction (1 = all resident, 0.5, 0 = minimum). */
+static void run(lwo_format fmt, const char *fname, double frac, double bw, double *compute_ms) {
+    lwo_desc d;
+    stack s;
+    lwo_stats st;
+    uint64_t xs[2] = { M, H }, ts[2] = { M, 4 * H }, vs[2] = { M, H }, ws_bytes, stack_bytes = 0, budget, minimum, largest = 0;
+    int b, k;
+    float ms;
+    char key[128];
+    memset(&d, 0, sizeof d);
+    memset(&s, 0, sizeof s);
+    d.log = quiet;
+    /* the stack's stored size decides the budgets: bf16 2 B/weight, the 8-bit formats 1 B */
+    for (k = 0; k < 4; k++) {
+        uint64_t wb = shapes[k][0] * shapes[k][1] * (fmt == LWO_FORMAT_BF16 ? 2 : 1) + shapes[k][0] * 8;
+        stack_bytes += NB * wb;
+        if (wb > largest) largest = wb;
+    }
+    ws_bytes = (uint64_t)M * 4 * H * 2 * 3 + (uint64_t)M * H * 2 * 2 + (256ull << 20); /* activations + lwo_linear's workspace */
+    minimum = ws_bytes + 2 * largest + (64ull << 20);
+    budget = frac >= 1.0 ? stack_bytes + ws_bytes + (512ull << 20) : frac > 0 ? minimum + (uint64_t)(frac * (double)stack_bytes) : minimum;
+    d.vram_budget = budget;
+    if (lwo_create(&d, &ctx)) die("lwo_create");
+    if (lwo_module_compile(ctx, ops_src, "bench_ops.cu", NULL, &ops)) die("ops");
+    for (b = 0; b < NB; b++)
+        for (k = 0; k < 4; k++) {
+            lwo_weight_desc wd;
+            memset(&wd, 0, sizeof wd);
+            wd.rows = shapes[k][0];
+            wd.cols = shapes[k][1];
+            wd.data = host_w[k];
+            wd.data_dtype = LWO_DTYPE_BF16;
+            wd.format = fmt;
+            wd.bias = host_b[k];
+            wd.bias_dtype = LWO_DTYPE_BF16;
+            wd.placement = LWO_PLACE_AUTO;
+            if (lwo_weight_create(ctx, &wd, &s.w[b][k])) die("lwo_weight_create");
+        }
+    if (lwo_tensor_create(ctx, LWO_DTYPE_BF16, 2, xs, &s.x) ||
+        lwo_tensor_create(ctx, LWO_DTYPE_BF16, 2, ts, &s.t1) || lwo_tensor_create(ctx, LWO_DTYPE_BF16, 2, ts, &s.t2))
+        die("activations");
+    if (lwo_tensor_wrap(ctx, lwo_tensor_device_ptr(s.t1), LWO_DTYPE_BF16, 2, vs, &s.view)) die("view");
+    {
+        uint64_t n = (uint64_t)M * H, i;
+        uint16_t *hx = (uint16_t *)malloc(n * 2);
+        for (i = 0; i < n; i++) hx[i] = lwo_ref_f32_to_bf16((float)((int)(i * 2654435761u % 2001) - 1000) * 0.001f);
+        lwo_tensor_upload(ctx, s.x, hx, n * 2);
+        free(hx);
+    }
+    if (lwo_streaming_plan(ctx, ws_bytes)) die("lwo_streaming_plan");
+    ms = time_forward(&s, 5);
+    lwo_stats_get(ctx, &st);
+    snprintf(key, sizeof key, "lwo_%s_%s_ms", fname, frac >= 1 ? "resident" : frac > 0 ? "half" : "minimum");
+    emit(key, ms);
+    snprintf(key, sizeof key, "lwo_%s_%s_streamed_GB", fname, frac >= 1 ? "resident" : frac > 0 ? "half" : "minimum");
+    emit(key, (double)st.last_pass_bytes / 1e9);
+    snprintf(key, sizeof key, "lwo_%s_%s_budget_GB", fname, frac >= 1 ? "resident" : frac > 0 ? "half" : "minimum");
+    emit(key, (double)budget / 1e9);
+    snprintf(key, sizeof key, "lwo_%s_%s_wait_frac", fname, frac >= 1 ? "resident" : frac > 0 ? "half" : "minimum");
+    emit(key, st.last_pass_ms > 0 ? st.wait_ms / (double)st.passes / st.last_pass_ms : 0);
+    if (frac >= 1) *compute_ms = ms;
+    snprintf(key, sizeof key, "lwo_%s_%s_bound_ms", fname, frac >= 1 ? "resident" : frac > 0 ? "half" : "minimum");
+    {
+        double tb = (double)st.last_pass_bytes / bw / 1e6;
+        emit(key, tb > *compute_ms ? tb : *compute_ms);
+    }
+    lwo_destroy(ctx);
+    ctx = NULL;
+}
+
+int main(void) {
+    lwo_desc d;
+    double bw, compute;
+    int k;
+    static const lwo_format fmts[3] = { LWO_FORMAT_BF16, LWO_FORMAT_FP8_E4M3, LWO_FORMAT_INT8 };
+    static const char *names[3] = { "bf16", "fp8", "int8" };
+    static const double fracs[3] = { 1.0, 0.5, 0.0 };
+    int f, b;
+    if (getenv("LWO_BENCH_OUT")) out = fopen(getenv("LWO_BENCH_OUT"), "a");
+    for (k = 0; k < 4; k++) {
+        uint64_t n = shapes[k][0] * shapes[k][1], i, st = 0x1234567ull + (uint64_t)k;
+        host_w[k] = (uint16_t *)malloc(n * 2);
+        host_b[k] = (uint16_t *)malloc(shapes[k][0] * 2);
+        for (i = 0; i < n; i++) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            host_w[k][i] = lwo_ref_f32_to_bf16(((float)(int)((st >> 33) % 2001) - 1000.0f) * (0.0173f / 1000.0f) * 1.7f);
+        }
+        for (i = 0; i < shapes[k][0]; i++) host_b[k][i] = lwo_ref_f32_to_bf16(0.01f * (float)(i % 7));
+    }
+    memset(&d, 0, sizeof d);
+    d.vram_budget = 2ull << 30;
+    d.log = quiet;
+    if (lwo_create(&d, &ctx)) die("lwo_create");
+    bw = h2d_GBps();
+    emit("lwo_h2d_pinned_GBps", bw);
+    lwo_destroy(ctx);
+    ctx = NULL;
+    for (f = 0; f < 3; f++) {
+        compute = 0;
+        for (b = 0; b < 3; b++) run(fmts[f], names[f], fracs[b], bw, &compute);
+    }
+    if (out) fclose(out);
+    return 0;
+}
