@@ -12,7 +12,7 @@ PY      := python3
 VENV    := $(B)/venv
 VPY     := $(VENV)/bin/python
 
-.PHONY: all demo test test-gpu bench embed check-embed venv clean
+.PHONY: all demo test test-gpu bench bench-gemm embed check-embed venv clean
 all: $(B)/hello
 
 embed:
@@ -68,8 +68,15 @@ $(B)/test_gpu: tests/test_gpu.c tests/check.h $(HDR) | $(B)
 	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
 $(B)/bench: tests/bench.c $(HDR) | $(B)
 	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS) -lpthread
-test-gpu: $(B)/test_gpu $(B)/hello
-	tests/run.sh $(B)/test_gpu
+$(B)/test_gpu_gemm: tests/test_gpu_gemm.c tests/check.h $(HDR) | $(B)
+	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
+$(B)/bench_gemm: tests/bench_gemm.c $(HDR) | $(B)
+	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
+bench-gemm: $(B)/bench_gemm
+	$(B)/bench_gemm
+	-$(PY) tests/bench_gemm_peers.py
+test-gpu: $(B)/test_gpu $(B)/test_gpu_gemm $(B)/hello
+	tests/run.sh $(B)/test_gpu $(B)/test_gpu_gemm
 bench: $(B)/bench
 	$(B)/bench
 
