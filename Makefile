@@ -12,7 +12,7 @@ PY      := python3
 VENV    := $(B)/venv
 VPY     := $(VENV)/bin/python
 
-.PHONY: all demo test test-gpu gpu-build bench embed check-embed venv clean
+.PHONY: all demo test test-gpu gpu-build bench bench-gemm bench-stream embed check-embed venv clean
 all: $(B)/hello
 
 embed:
@@ -39,7 +39,7 @@ $(B)/link-test-cxx: tests/test_link_a.c tests/test_link_b.c $(HDR) | $(B)
 	$(CXX) $(CXXFLAGS) -x c++ -o $@ tests/test_link_a.c tests/test_link_b.c $(LIBS)
 
 # CPU test programs: tests/test_<name>.c -> build/test_<name> (gcc), -cxx (g++), -clang, -san (ASan+UBSan)
-CPU_TESTS := cpu nvrtc plan
+CPU_TESTS := cpu nvrtc plan gemm
 CPU_BINS  := $(foreach t,$(CPU_TESTS),$(B)/test_$(t) $(B)/test_$(t)-cxx $(B)/test_$(t)-clang)
 SAN_TESTS := cpu plan
 SAN_BINS  := $(foreach t,$(SAN_TESTS),$(B)/test_$(t)-san)
@@ -74,11 +74,26 @@ $(B)/bench: tests/bench.c $(HDR) | $(B)
 	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS) -lpthread
 $(B)/test_gpu_stream: tests/test_gpu_stream.c tests/check.h $(HDR) | $(B)
 	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
-GPU_TESTS := $(B)/test_gpu $(B)/test_gpu_stream
-GPU_BINS  := $(GPU_TESTS) $(B)/hello $(B)/bench
+$(B)/test_gpu_gemm: tests/test_gpu_gemm.c tests/check.h $(HDR) | $(B)
+	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
+$(B)/bench_gemm: tests/bench_gemm.c $(HDR) | $(B)
+	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
+$(B)/bench_stream: tests/bench_stream.c $(HDR) | $(B)
+	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
+GPU_TESTS := $(B)/test_gpu $(B)/test_gpu_gemm $(B)/test_gpu_stream
+GPU_BINS  := $(GPU_TESTS) $(B)/hello $(B)/bench $(if $(wildcard tests/bench_gemm.c),$(B)/bench_gemm) $(B)/bench_stream
 gpu-build: $(GPU_BINS)
 test-gpu: $(GPU_BINS)
 	tests/run.sh $(GPU_TESTS)
+bench-gemm: $(B)/bench_gemm
+	$(B)/bench_gemm
+	-$(PY) tests/bench_gemm_peers.py
+# The streaming benchmark: lwo's stack and PyTorch's peers in one run, then the table.
+bench-stream: $(B)/bench_stream
+	rm -f $(B)/bench_stream.txt
+	LWO_BENCH_OUT=$(B)/bench_stream.txt $(B)/bench_stream
+	-$(PY) tests/bench_stream_peers.py $(B)/bench_stream.txt
+	$(PY) tests/bench_stream_table.py $(B)/bench_stream.txt
 # The benchmark: lwo's kernels and PyTorch in one run; a cold then a warm start in fresh processes.
 bench: $(B)/bench
 	rm -rf $(B)/bench-cache $(B)/bench.txt

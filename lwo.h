@@ -276,6 +276,78 @@ LWO_API lwo_result lwo_ref_quantize_fp8(const void *src, lwo_dtype st, uint8_t *
 LWO_API lwo_result lwo_ref_quantize_int8_rows(const void *w, lwo_dtype wt, uint64_t rows, uint64_t k,
                                               const float *smooth, int8_t *q, uint64_t kq, float *scales);
 
+/* ==== Public API: weights and linear ========================================================= */
+/* A weight: the matrix W [N = rows, K = cols] of y = x W^T + bias, stored on the device in one of
+   these formats and consumed by lwo_linear. Owned by its context (freed by lwo_weight_destroy or
+   lwo_destroy). Storage is resident in the arena, K padded with zeros to a multiple of 64. */
+typedef struct lwo_weight lwo_weight;
+typedef enum lwo_format {
+    LWO_FORMAT_BF16 = 0,      /* bf16 weight, tensor-core bf16 GEMM (x must be bf16) */
+    LWO_FORMAT_F16,           /* f16 weight, tensor-core f16 GEMM (x must be f16) */
+    LWO_FORMAT_FP8_E4M3,      /* e4m3 + per-tensor scale; upcast to x's dtype per call, then the 16-bit GEMM */
+    LWO_FORMAT_FP8_E5M2,      /* e5m2 + per-tensor scale; as above */
+    LWO_FORMAT_INT8,          /* W8A8 int8: per-output-channel scales; x quantized per token per call */
+    LWO_FORMAT_FP8_E4M3_W8A8, /* W8A8 fp8 e4m3, per-output-channel scales, x per token (absmax/448); cc >= 8.9 */
+    LWO_FORMAT_COUNT
+} lwo_format;
+
+/* Valid when zero-filled except for rows, cols and data. Host pointers are read during
+   lwo_weight_create only (the struct keeps `data` for a later streaming engine; see lwo_weight_info). */
+typedef struct lwo_weight_desc {
+    uint64_t rows;            /* N, output features. Required. */
+    uint64_t cols;            /* K, input features. Required. */
+    const void *data;         /* host [rows, cols], row-major. Required. */
+    lwo_dtype data_dtype;     /* 0 = f32. f32/f16/bf16 (quantized by lwo on the GPU), or already
+                                 quantized: f8_e4m3/f8_e5m2 (with `scale`, for the fp8 formats),
+                                 i8 (with `row_scales`, LWO_FORMAT_INT8 only). */
+    lwo_format format;        /* 0 = LWO_FORMAT_BF16 */
+    float scale;              /* pre-quantized fp8 data: the dequantization scale. 0 = 1. */
+    const float *row_scales;  /* pre-quantized i8 (required) or e4m3 W8A8 data: f32[rows] scales.
+                                 NULL for e4m3 W8A8 data = `scale` for every row. */
+    const void *bias;         /* optional host [rows]; stored as f32 */
+    lwo_dtype bias_dtype;     /* 0 = f32; f32/f16/bf16 */
+    const float *smooth;      /* optional f32[cols] > 0, W8A8 formats only: activations are divided
+                                 by it before quantization and W's columns multiplied by it. */
+} lwo_weight_desc;
+
+typedef struct lwo_weight_info {
+    uint64_t rows, cols, kpad;    /* kpad: the stored row length (cols rounded up to 64) */
+    lwo_format format;
+    const lwo_tensor *data;       /* [rows, kpad]: bf16, f16, f8_e4m3, f8_e5m2 or i8 */
+    const lwo_tensor *scales;     /* f32 [1] (fp8 upcast formats), f32 [rows] (W8A8), or NULL */
+    const lwo_tensor *bias;       /* f32 [rows] or NULL */
+    const lwo_tensor *smooth;     /* f32 [cols] or NULL */
+} lwo_weight_info;
+
+/* Uploads desc->data, quantizes it on the GPU into the chosen format and stores it in the arena.
+   Returns when the weight is ready (it synchronizes the compute stream). */
+LWO_API lwo_result lwo_weight_create(lwo_context *ctx, const lwo_weight_desc *desc, lwo_weight **out);
+LWO_API void lwo_weight_destroy(lwo_context *ctx, lwo_weight *w);
+LWO_API lwo_result lwo_weight_get_info(lwo_context *ctx, const lwo_weight *w, lwo_weight_info *out);
+
+/* y[M, N] = x[M, K] W^T + bias, ordered on `stream` (NULL = compute stream).
+   x: bf16 or f16 (2-D, row-major). y: f32, f16 or bf16 [M, N]. bias: NULL = the weight's own bias
+   (if any), else an f32/f16/bf16 device tensor of N elements that overrides it.
+   W8A8 formats quantize x per token into a workspace; the fp8 upcast formats upcast W into one.
+   The workspace is grow-only, kept by the context and counted in the arena: calls of lwo_linear
+   on different streams share it, so order them (events) or they race. Growing synchronizes the
+   device. Paths: sm_80+ tensor cores (mma.sync), sm_75 a plain FMA kernel (correctness only). */
+LWO_API lwo_result lwo_linear(lwo_context *ctx, lwo_stream *stream, const lwo_tensor *x, const lwo_weight *w,
+                              const lwo_tensor *bias, lwo_tensor *y);
+
+/* CPU reference of every lwo_linear path from its operands as the GEMM sees them (x after
+   quantization, W as stored or upcast): y[m,n] = epi(acc), acc = sum_k x[m,k] * w[n,k] with
+   x, w of dtype xt, wt (row strides ldx, ldw elements). i8 x i8: exact integer accumulation
+   (the GPU's s32); every other pair: accumulation in double. Then in f32, in this order:
+   v = (float)acc; v *= sx[m] (if sx); v *= sw[n] (if sw); v += bias[n] (if bias); stored as yt (RNE). */
+LWO_API lwo_result lwo_ref_linear(const void *x, lwo_dtype xt, uint64_t ldx, const void *w, lwo_dtype wt, uint64_t ldw,
+                                  uint64_t M, uint64_t N, uint64_t K, const float *sx, const float *sw,
+                                  const float *bias, void *y, lwo_dtype yt);
+/* The per-token e4m3 activation quantizer of LWO_FORMAT_FP8_E4M3_W8A8 (and its weight quantizer):
+   v = x / smooth; scales[r] = absmax(v)/448 (1 for a zero row); q = e4m3(v * (1/scale)); zero past k. */
+LWO_API lwo_result lwo_ref_quantize_fp8_rows(const void *x, lwo_dtype xt, uint64_t rows, uint64_t k,
+                                             const float *smooth, uint8_t *q, uint64_t kq, float *scales);
+
 /* ==== Public API: safetensors (section 10) ==================================================== */
 /* (reserved: the safetensors reader and writer go here) */
 
@@ -756,7 +828,13 @@ static const char *const lwo__kernel_source_parts[] = {
 "    }\n    if (i < nvec) lwo_convert_chunk<S, D, LUT>(src, dst, i, scale, lut_f32, lut_d, exact);\n    for (lwo_u64 k = nvec * VV::V + (lwo_u64)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += stride)\n        D::put(dst + k * D::W, S::get(src + k * S::W) * scale);\n}\n\ntemplate <class S, class D>\n__device__ __forceinline__ void lwo_convert_body(const lwo_u8 *src, lwo_u8 *dst, lwo_u64 n, float scale,\n                                                 const float *scale_dev, int vec_ok) {\n    if (scale_dev) scale = *scale_dev;\n    if (lwo_is_fp8<S>::V) {\n        __shared__ float lut_f32[256];\n        __shared__ lwo_u32 lut_d[256]; /* D values, packed at D::W bytes each */\n        const int exact = scale == 1.0f;\n        for (int c = threadIdx.x; c < 256; c += blockDim.x) {\n            lwo_u8 code = (lwo_u8)c;\n            float v = S::get(&code);\n            lut_f32[c] = v;\n            D::put((lwo_u8 *)lut_d + c * D::W, v);\n        }\n        __syncthreads();\n        lwo_convert_loop<S, D, 1>(src, dst, n, scale, vec_ok, lut_f32, (const lwo_u8 *)lut_d, exact);\n    } else {\n        lwo_convert_loop<S, D, 0>(src, dst, n, scale, vec_ok, 0, 0, 0);\n    }\n}\n\n#define LWO_CONVERT_KERNEL(sn, dn)                                                                   \\\n    extern \"C\" __global__ void lwo_k_convert_##sn##_##dn(const lwo_u8 *src, lwo_u8 *dst, lwo_u64 n,     \\\n                                                         float scale, const float *scale_dev, int vec_ok) { \\\n        lwo_convert_body<lwo_t_##sn, lwo_t_##dn>(src, dst, n, scale, scale_dev, vec_ok);             \\\n    }\n#define LWO_CONVERT_TO(sn) LWO_CONVERT_KERNEL(sn, f32) LWO_CONVERT_KERNEL(sn, f16) LWO_CONVERT_KERNEL(sn, bf16)\nLWO_CONVERT_TO(e4m3)\nLWO_CONVERT_TO(e5m2)\nLWO_CONVERT_TO(bf16)\nLWO_CONVERT_TO(f16)\nLWO_CONVERT_TO(f32)\n\n/* ---- fp8 quantization with a per-tensor scale ---------------------------------------------- */\n/* Three launches when the scale is computed: lwo_k_absmax_* folds |x| into *absmax_bits with an\n   integer atomicMax (non-negative floats order like their bit patterns; NaN orders above inf, so a\n   NaN input gives a NaN scale), lwo_k_fp8_scale turns it into the scale, then lwo_k_quantize_fp8_*\n   writes q = fp8(x * (1/scale)). *absmax_bits must be zeroed before the first. */\n__device__ __forceinline__ float lwo_warp_max(float v) {\n#pragma unroll\n    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));\n    return v;\n}\n\ntemplate <class S>\n__device__ __forceinline__ void lwo_absmax_body(const lwo_u8 *src, lwo_u64 n, lwo_u32 *absmax_bits, int vec_ok) {\n    lwo_u32 m = 0;\n    lwo_u64 stride = (lwo_u64)gridDim.x * blockDim.x;\n    lwo_u64 nvec = vec_ok ? n / LWO_VEC : 0;\n    for (lwo_u64 i = (lwo_u64)blockIdx.x * blockDim.x + threadIdx.x; i < nvec; i += stride) {\n        uint4 in[(LWO_VEC * S::W + 15) / 16];\n        const uint4 *sp = (const uint4 *)(src + i * LWO_VEC * S::W);\n",
 "#pragma unroll\n        for (int j = 0; j < (LWO_VEC * S::W + 15) / 16; j++) in[j] = sp[j];\n        const lwo_u8 *ib = (const lwo_u8 *)in;\n#pragma unroll\n        for (int j = 0; j < LWO_VEC; j++) {\n            lwo_u32 b = __float_as_uint(S::get(ib + j * S::W)) & 0x7fffffffu;\n            m = b > m ? b : m;\n        }\n    }\n    for (lwo_u64 i = nvec * LWO_VEC + (lwo_u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {\n        lwo_u32 b = __float_as_uint(S::get(src + i * S::W)) & 0x7fffffffu;\n        m = b > m ? b : m;\n    }\n#pragma unroll\n    for (int o = 16; o > 0; o >>= 1) { lwo_u32 t = __shfl_xor_sync(0xffffffffu, m, o); m = t > m ? t : m; }\n    if ((threadIdx.x & 31) == 0 && m) atomicMax(absmax_bits, m);\n}\nextern \"C\" __global__ void lwo_k_absmax_f32(const lwo_u8 *s, lwo_u64 n, lwo_u32 *a, int v) { lwo_absmax_body<lwo_t_f32>(s, n, a, v); }\nextern \"C\" __global__ void lwo_k_absmax_f16(const lwo_u8 *s, lwo_u64 n, lwo_u32 *a, int v) { lwo_absmax_body<lwo_t_f16>(s, n, a, v); }\nextern \"C\" __global__ void lwo_k_absmax_bf16(const lwo_u8 *s, lwo_u64 n, lwo_u32 *a, int v) { lwo_absmax_body<lwo_t_bf16>(s, n, a, v); }\n\n/* scale = absmax / fp8_max, or 1 when absmax is 0. Overwrites the absmax word with the scale. */\nextern \"C\" __global__ void lwo_k_fp8_scale(lwo_u32 *absmax_bits_then_scale, float fp8_max) {\n    float a = __uint_as_float(*absmax_bits_then_scale);\n    float s = a > 0.0f ? a / fp8_max : (a == 0.0f ? 1.0f : a);\n    *(float *)absmax_bits_then_scale = s;\n}\n\ntemplate <class S, class D>\n__device__ __forceinline__ void lwo_quantize_fp8_body(const lwo_u8 *src, lwo_u8 *dst, lwo_u64 n,\n                                                      const float *scale, int vec_ok) {\n    lwo_convert_body<S, D>(src, dst, n, 1.0f / *scale, 0, vec_ok);\n}\n#define LWO_QFP8_KERNEL(sn, dn)                                                                         \\\n    extern \"C\" __global__ void lwo_k_quantize_fp8_##sn##_##dn(const lwo_u8 *src, lwo_u8 *dst, lwo_u64 n, \\\n                                                              const float *scale, int vec_ok) {         \\\n        lwo_quantize_fp8_body<lwo_t_##sn, lwo_t_##dn>(src, dst, n, scale, vec_ok);                   \\\n    }\nLWO_QFP8_KERNEL(f32, e4m3) LWO_QFP8_KERNEL(f16, e4m3) LWO_QFP8_KERNEL(bf16, e4m3)\nLWO_QFP8_KERNEL(f32, e5m2) LWO_QFP8_KERNEL(f16, e5m2) LWO_QFP8_KERNEL(bf16, e5m2)\n\n/* ---- per-row int8 quantization (weights per output channel, activations per token) ---------- */\n/* One block of LWO_ROWQ_THREADS per row. Pass 1 folds max |x / smooth| over the row, pass 2 reads\n   the row again (an L1/L2 hit for rows up to tens of KB) and writes\n   q = clamp(rne(v * (1/scale)), +-127), then zeros for columns K..Kq-1. A zero row: scale 1.\n   vec_ok: x rows start 16-byte aligned and K % 8 == 0 and q rows 8-byte aligned (Kq % 8 == 0). */\n#define LWO_ROWQ_THREADS 256\n\ntemplate <class S>\n",
 "__device__ __forceinline__ float lwo_rowq_load(const lwo_u8 *row, const float *smooth, lwo_u64 k) {\n    float v = S::get(row + k * S::W);\n    return smooth ? v / smooth[k] : v;\n}\n\n/* Elements 8i..8i+7 of a row as f32, in one or two 16-byte loads (vec_ok path only). */\ntemplate <class S>\n__device__ __forceinline__ void lwo_rowq_load8(const lwo_u8 *row, const float *smooth, lwo_u64 i, float v[8]) {\n    uint4 in[(8 * S::W + 15) / 16];\n    const uint4 *p = (const uint4 *)(row + i * 8 * S::W);\n#pragma unroll\n    for (int j = 0; j < (8 * S::W + 15) / 16; j++) in[j] = p[j];\n    const lwo_u8 *b = (const lwo_u8 *)in;\n#pragma unroll\n    for (int j = 0; j < 8; j++) v[j] = S::get(b + j * S::W);\n    if (smooth) {\n#pragma unroll\n        for (int j = 0; j < 8; j++) v[j] = v[j] / smooth[i * 8 + j];\n    }\n}\n\ntemplate <class S>\n__device__ __forceinline__ void lwo_rowq_body(const lwo_u8 *x, lwo_u64 K, const float *smooth,\n                                              signed char *q, lwo_u64 Kq, float *scales, int vec_ok) {\n    __shared__ float red[LWO_ROWQ_THREADS / 32];\n    const lwo_u64 row = blockIdx.x;\n    const lwo_u8 *xr = x + row * K * S::W;\n    signed char *qr = q + row * Kq;\n    float m = 0.0f;\n    const lwo_u64 nv = vec_ok ? K / 8 : 0;\n    for (lwo_u64 i = threadIdx.x; i < nv; i += blockDim.x) {\n        float v[8];\n        lwo_rowq_load8<S>(xr, smooth, i, v);\n#pragma unroll\n        for (int j = 0; j < 8; j++) m = fmaxf(m, fabsf(v[j]));\n    }\n    for (lwo_u64 k = nv * 8 + threadIdx.x; k < K; k += blockDim.x) m = fmaxf(m, fabsf(lwo_rowq_load<S>(xr, smooth, k)));\n    m = lwo_warp_max(m);\n    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;\n    __syncthreads();\n    if (threadIdx.x < 32) {\n        float t = threadIdx.x < (blockDim.x >> 5) ? red[threadIdx.x] : 0.0f;\n        t = lwo_warp_max(t);\n        if (threadIdx.x == 0) red[0] = t;\n    }\n    __syncthreads();\n    const float amax = red[0];\n    const float scale = amax > 0.0f ? amax / 127.0f : 1.0f;\n    const float inv = 1.0f / scale;\n    if (threadIdx.x == 0) scales[row] = scale;\n    for (lwo_u64 i = threadIdx.x; i < nv; i += blockDim.x) {\n        float v[8];\n        lwo_rowq_load8<S>(xr, smooth, i, v);\n        union { signed char c[8]; uint2 u; } o;\n#pragma unroll\n        for (int j = 0; j < 8; j++) o.c[j] = lwo_f32_to_i8_sat(v[j] * inv);\n        *(uint2 *)(qr + i * 8) = o.u;\n    }\n    for (lwo_u64 k = nv * 8 + threadIdx.x; k < K; k += blockDim.x)\n        qr[k] = lwo_f32_to_i8_sat(lwo_rowq_load<S>(xr, smooth, k) * inv);\n    for (lwo_u64 k = K + threadIdx.x; k < Kq; k += blockDim.x) qr[k] = 0;\n}\n#define LWO_ROWQ_KERNEL(sn)                                                                              \\\n    extern \"C\" __global__ void __launch_bounds__(LWO_ROWQ_THREADS)                                     \\\n    lwo_k_quantize_rows_i8_##sn(const lwo_u8 *x, lwo_u64 K, const float *smooth, signed char *q,       \\\n",
-"                                lwo_u64 Kq, float *scales, int vec_ok) {                                \\\n        lwo_rowq_body<lwo_t_##sn>(x, K, smooth, q, Kq, scales, vec_ok);                                \\\n    }\nLWO_ROWQ_KERNEL(f32) LWO_ROWQ_KERNEL(f16) LWO_ROWQ_KERNEL(bf16)\n\n/* ---- test helper: a kernel that spins for a given number of clock cycles -------------------- */\n/* Used by the tests and the streaming checks to delay a stream by a random amount. */\nextern \"C\" __global__ void lwo_k_spin(lwo_u64 cycles) {\n    lwo_u64 t0 = clock64();\n    while ((lwo_u64)(clock64() - t0) < cycles) { }\n}\n",
+"                                lwo_u64 Kq, float *scales, int vec_ok) {                                \\\n        lwo_rowq_body<lwo_t_##sn>(x, K, smooth, q, Kq, scales, vec_ok);                                \\\n    }\nLWO_ROWQ_KERNEL(f32) LWO_ROWQ_KERNEL(f16) LWO_ROWQ_KERNEL(bf16)\n\n/* ---- test helper: a kernel that spins for a given number of clock cycles -------------------- */\n/* Used by the tests and the streaming checks to delay a stream by a random amount. */\nextern \"C\" __global__ void lwo_k_spin(lwo_u64 cycles) {\n    lwo_u64 t0 = clock64();\n    while ((lwo_u64)(clock64() - t0) < cycles) { }\n}\n\n/* ---- GEMMs ---------------------------------------------------------------------------------- */\n/* y[M, N] = epilogue(A[M, K] . B[N, K]^T). A is row-major with row stride lda elements (x, or the\n   quantized activations), B is the weight, row-major [N, Kpad] (Kpad a multiple of 64 elements,\n   zero past K). Element widths: 2 bytes (bf16/f16) or 1 byte (i8, e4m3). The tensor-core kernel\n   works in *bytes* of K: one mma k-step is 32 bytes of K (k16 for 16-bit, k32 for 8-bit), and\n   m16n8k16 (16-bit) and m16n8k32 (8-bit) have the same fragment layout in bytes, so one body\n   serves every operand type; only the mma instruction differs (the Op tag).\n\n   Epilogue, in f32 and in this order (the CPU references do the same):\n     v = (float)acc; if (sa) v = v * sa[m]; if (sw) v = v * sw[n]; if (bias) v = v + bias[n];\n   then stored as y's dtype (out_kind 0 f32, 1 f16, 2 bf16; RNE). acc is s32 (int8) or f32. */\n\n#define LWO_GEMM_BK 64      /* bytes of K per pipeline stage: two 32-byte mma k-steps */\n#define LWO_GEMM_STAGES 3\n\n__device__ __forceinline__ void lwo_gemm_store(void *y, int out_kind, lwo_u64 i, float v) {\n    if (out_kind == 0) ((float *)y)[i] = v;\n    else if (out_kind == 1) ((lwo_u16 *)y)[i] = lwo_f32_to_f16(v);\n    else ((lwo_u16 *)y)[i] = lwo_f32_to_bf16(v);\n}\n\n__device__ __forceinline__ float lwo_gemm_bias(const void *bias, int bias_kind, lwo_u64 n) {\n    if (bias_kind == 0) return ((const float *)bias)[n];\n    if (bias_kind == 1) return lwo_f16_to_f32(((const lwo_u16 *)bias)[n]);\n    return lwo_bf16_to_f32(((const lwo_u16 *)bias)[n]);\n}\n\n/* The shared epilogue of every GEMM kernel (f32 math, --fmad=false so nothing contracts). */\n__device__ __forceinline__ float lwo_gemm_epi(float v, const float *sa, const float *sw, const void *bias,\n                                              int bias_kind, lwo_u64 m, lwo_u64 n) {\n    if (sa) v = v * sa[m];\n    if (sw) v = v * sw[n];\n    if (bias) v = v + lwo_gemm_bias(bias, bias_kind, n);\n    return v;\n}\n\n/* mma tags: operand element width W, accumulator type, and one m16n8 x 32-byte-k step. */\nstruct lwo_mma_bf16 { enum { W = 2 }; typedef float Acc;\n    static __device__ __forceinline__ void mma(float *c, const lwo_u32 *a, const lwo_u32 *b) {\n#if __CUDA_ARCH__ >= 800\n",
+"        asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"\n                     : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3]) : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n#endif\n    } };\nstruct lwo_mma_f16 { enum { W = 2 }; typedef float Acc;\n    static __device__ __forceinline__ void mma(float *c, const lwo_u32 *a, const lwo_u32 *b) {\n#if __CUDA_ARCH__ >= 800\n        asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"\n                     : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3]) : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n#endif\n    } };\nstruct lwo_mma_s8 { enum { W = 1 }; typedef int Acc;\n    static __device__ __forceinline__ void mma(int *c, const lwo_u32 *a, const lwo_u32 *b) {\n#if __CUDA_ARCH__ >= 800\n        asm volatile(\"mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"\n                     : \"+r\"(c[0]), \"+r\"(c[1]), \"+r\"(c[2]), \"+r\"(c[3]) : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n#endif\n    } };\nstruct lwo_mma_e4m3 { enum { W = 1 }; typedef float Acc;\n    static __device__ __forceinline__ void mma(float *c, const lwo_u32 *a, const lwo_u32 *b) {\n#if __CUDA_ARCH__ >= 890\n        asm volatile(\"mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"\n                     : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3]) : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n#endif\n    } };\n\n/* Shared-memory tile: rows of LWO_GEMM_BK = 64 bytes = four 16-byte chunks. Chunk c of row r lives\n   at chunk slot c ^ ((r >> 1) & 3): the eight rows one ldmatrix phase reads (same c) then fall on\n   eight different 16-byte bank groups, so the reads are conflict-free. */\n__device__ __forceinline__ lwo_u32 lwo_gemm_swz(int r, int c) { return (lwo_u32)(r * 64 + ((c ^ ((r >> 1) & 3)) << 4)); }\n\n__device__ __forceinline__ void lwo_cp_async16(lwo_u32 saddr, const void *g, int valid) {\n#if __CUDA_ARCH__ >= 800\n    /* src-size 0 reads nothing and zero-fills the 16 bytes: the edge predicate. */\n    asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\" :: \"r\"(saddr), \"l\"(g), \"r\"(valid ? 16 : 0) : \"memory\");\n#endif\n}\n__device__ __forceinline__ void lwo_cp_async_commit() {\n#if __CUDA_ARCH__ >= 800\n    asm volatile(\"cp.async.commit_group;\" ::: \"memory\");\n#endif\n}\ntemplate <int N>\n__device__ __forceinline__ void lwo_cp_async_wait() {\n#if __CUDA_ARCH__ >= 800\n    asm volatile(\"cp.async.wait_group %0;\" :: \"n\"(N) : \"memory\");\n#endif\n}\n__device__ __forceinline__ void lwo_ldmatrix_x4(lwo_u32 *r, lwo_u32 saddr) {\n#if __CUDA_ARCH__ >= 800\n",
+"    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\"\n                 : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(saddr));\n#endif\n}\n\n/* The tensor-core GEMM (sm_80+). Block tile BM x BN, WM x WN warps, each warp a (BM/WM) x (BN/WN)\n   tile of MT x NT m16n8 fragments. Grid: (ceil(N/BN), ceil(M/BM)); dynamic shared memory\n   LWO_GEMM_STAGES * (BM + BN) * 64 bytes.\n   Bounds: A rows >= M and A chunks at byte offset >= a_kbytes (the valid K of A, a multiple of 16\n   bytes) are zero-filled; B rows >= N are zero-filled, and B is read up to ktiles*64 bytes, which\n   the host keeps <= Kpad bytes. Requirements (checked on the host): A and B 16-byte aligned,\n   lda*W and ldb*W multiples of 16. Stores are guarded by m < M and n < N. */\ntemplate <class Op, int BM, int BN, int WM, int WN>\n__device__ __forceinline__ void lwo_gemm_tc_body(const lwo_u8 *A, lwo_u64 lda_bytes, lwo_u64 a_kbytes,\n                                                 const lwo_u8 *B, lwo_u64 ldb_bytes, lwo_u64 M, lwo_u64 N,\n                                                 const float *sa, const float *sw, const void *bias, int bias_kind,\n                                                 void *y, int out_kind) {\n#if __CUDA_ARCH__ >= 800\n    typedef typename Op::Acc Acc;\n    enum { THREADS = 32 * WM * WN, WTM = BM / WM, WTN = BN / WN, MT = WTM / 16, NT = WTN / 8,\n           A_BYTES = BM * LWO_GEMM_BK, STAGE_BYTES = (BM + BN) * LWO_GEMM_BK };\n    extern __shared__ __align__(128) lwo_u8 lwo_gemm_smem[];\n    const lwo_u32 sbase = (lwo_u32)__cvta_generic_to_shared(lwo_gemm_smem);\n    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n    const int wm = warp / WN, wn = warp % WN;\n    const lwo_u64 bm0 = (lwo_u64)blockIdx.y * BM, bn0 = (lwo_u64)blockIdx.x * BN;\n    const lwo_u64 ktiles = (a_kbytes + LWO_GEMM_BK - 1) / LWO_GEMM_BK;\n\n    Acc acc[MT][NT][4];\n#pragma unroll\n    for (int i = 0; i < MT; i++)\n#pragma unroll\n        for (int j = 0; j < NT; j++)\n#pragma unroll\n            for (int e = 0; e < 4; e++) acc[i][j][e] = 0;\n\n    /* One stage: (BM + BN) rows x 4 chunks, spread over the block's threads. */\n    auto load_tile = [&](lwo_u64 kt, int stage) {\n        const lwo_u32 sA = sbase + stage * STAGE_BYTES, sB = sA + A_BYTES;\n        const lwo_u64 kb = kt * LWO_GEMM_BK;\n#pragma unroll\n        for (int i = tid; i < BM * 4; i += THREADS) {\n            const int r = i >> 2, c = i & 3;\n            const lwo_u64 gm = bm0 + r, gk = kb + (lwo_u64)c * 16;\n            const int ok = gm < M && gk < a_kbytes;\n            const lwo_u8 *g = ok ? A + gm * lda_bytes + gk : A;\n            lwo_cp_async16(sA + lwo_gemm_swz(r, c), g, ok);\n        }\n#pragma unroll\n        for (int i = tid; i < BN * 4; i += THREADS) {\n            const int r = i >> 2, c = i & 3;\n            const lwo_u64 gn = bn0 + r, gk = kb + (lwo_u64)c * 16;\n            const int ok = gn < N;\n",
+"            const lwo_u8 *g = ok ? B + gn * ldb_bytes + gk : B;\n            lwo_cp_async16(sB + lwo_gemm_swz(r, c), g, ok);\n        }\n    };\n\n#pragma unroll\n    for (int s = 0; s < LWO_GEMM_STAGES - 1; s++) {\n        if ((lwo_u64)s < ktiles) load_tile((lwo_u64)s, s);\n        lwo_cp_async_commit();\n    }\n\n    for (lwo_u64 kt = 0; kt < ktiles; kt++) {\n        /* Groups committed so far: STAGES-1+kt; at most STAGES-2 pending means tile kt has landed.\n           The barrier also guarantees every warp finished reading the stage refilled below. */\n        lwo_cp_async_wait<LWO_GEMM_STAGES - 2>();\n        __syncthreads();\n        {\n            const lwo_u64 nk = kt + LWO_GEMM_STAGES - 1;\n            if (nk < ktiles) load_tile(nk, (int)(nk % LWO_GEMM_STAGES));\n            lwo_cp_async_commit();\n        }\n        const int stage = (int)(kt % LWO_GEMM_STAGES);\n        const lwo_u32 sA = sbase + stage * STAGE_BYTES, sB = sA + A_BYTES;\n#pragma unroll\n        for (int ks = 0; ks < 2; ks++) {\n            lwo_u32 af[MT][4], bfr[NT][2];\n#pragma unroll\n            for (int i = 0; i < MT; i++) {\n                /* lanes 0-15 address rows 0-15 of the first 16 bytes, lanes 16-31 the second. */\n                const int r = wm * WTM + i * 16 + (lane & 15), c = ks * 2 + (lane >> 4);\n                lwo_ldmatrix_x4(af[i], sA + lwo_gemm_swz(r, c));\n            }\n#pragma unroll\n            for (int j = 0; j < NT; j += 2) {\n                /* matrices: (n 0-7, bytes 0-15) (n 0-7, bytes 16-31) (n 8-15, 0-15) (n 8-15, 16-31) */\n                const int r = wn * WTN + j * 8 + (lane & 7) + ((lane >> 4) << 3), c = ks * 2 + ((lane >> 3) & 1);\n                lwo_u32 t[4];\n                lwo_ldmatrix_x4(t, sB + lwo_gemm_swz(r, c));\n                bfr[j][0] = t[0]; bfr[j][1] = t[1];\n                bfr[j + 1][0] = t[2]; bfr[j + 1][1] = t[3];\n            }\n#pragma unroll\n            for (int i = 0; i < MT; i++)\n#pragma unroll\n                for (int j = 0; j < NT; j++) Op::mma(acc[i][j], af[i], bfr[j]);\n        }\n    }\n    lwo_cp_async_wait<0>();\n\n    /* Accumulator fragment: c0,c1 at (row g, cols 2q, 2q+1), c2,c3 at row g+8; g = lane/4, q = lane%4. */\n    const int g = lane >> 2, q = lane & 3;\n#pragma unroll\n    for (int i = 0; i < MT; i++)\n#pragma unroll\n        for (int j = 0; j < NT; j++)\n#pragma unroll\n            for (int e = 0; e < 4; e++) {\n                const lwo_u64 m = bm0 + wm * WTM + i * 16 + g + (e >> 1) * 8;\n                const lwo_u64 n = bn0 + wn * WTN + j * 8 + q * 2 + (e & 1);\n                if (m < M && n < N)\n                    lwo_gemm_store(y, out_kind, m * N + n, lwo_gemm_epi((float)acc[i][j][e], sa, sw, bias, bias_kind, m, n));\n            }\n#endif\n}\n\n#define LWO_GEMM_ARGS const lwo_u8 *A, lwo_u64 lda_bytes, lwo_u64 a_kbytes, const lwo_u8 *B, lwo_u64 ldb_bytes, \\\n    lwo_u64 M, lwo_u64 N, const float *sa, const float *sw, const void *bias, int bias_kind, void *y, int out_kind\n",
+"#define LWO_GEMM_PASS A, lda_bytes, a_kbytes, B, ldb_bytes, M, N, sa, sw, bias, bias_kind, y, out_kind\n/* _l: 128x128 tile, 8 warps (2x4, warp tile 64x32); _s: 64x64 tile, 4 warps (2x2, warp tile 32x32),\n   for small M or N where the large tile leaves SMs idle. */\n#define LWO_GEMM_TC_KERNELS(name, op)                                                                     \\\n    extern \"C\" __global__ void __launch_bounds__(256) lwo_k_gemm_##name##_l(LWO_GEMM_ARGS) {             \\\n        lwo_gemm_tc_body<op, 128, 128, 2, 4>(LWO_GEMM_PASS);                                             \\\n    }                                                                                                     \\\n    extern \"C\" __global__ void __launch_bounds__(128) lwo_k_gemm_##name##_s(LWO_GEMM_ARGS) {             \\\n        lwo_gemm_tc_body<op, 64, 64, 2, 2>(LWO_GEMM_PASS);                                               \\\n    }\nLWO_GEMM_TC_KERNELS(bf16, lwo_mma_bf16)\nLWO_GEMM_TC_KERNELS(f16, lwo_mma_f16)\nLWO_GEMM_TC_KERNELS(s8, lwo_mma_s8)\nLWO_GEMM_TC_KERNELS(e4m3, lwo_mma_e4m3)\n\n/* The simple GEMM: correctness only, for sm_75 (no bf16/s8 mma.sync of the sm_80 forms there) and\n   as a fallback. 16x16 threads, one output each, K in shared-memory tiles of 16 elements.\n   Grid (ceil(N/16), ceil(M/16)). Any M, N, K: loads past an edge read 0. A [M, K] row stride lda,\n   B [N, K] row stride ldb (elements). Operand kinds: 0 f32, 1 f16, 2 bf16, 3 i8, 4 e4m3.\n   i8 x i8 accumulates exactly in s32; every other pair in f32, k ascending. */\n__device__ __forceinline__ float lwo_gemm_ld(const lwo_u8 *p, int kind, lwo_u64 i) {\n    switch (kind) {\n    case 0: return ((const float *)p)[i];\n    case 1: return lwo_f16_to_f32(((const lwo_u16 *)p)[i]);\n    case 2: return lwo_bf16_to_f32(((const lwo_u16 *)p)[i]);\n    case 3: return (float)((const signed char *)p)[i];\n    default: return lwo_e4m3_to_f32(p[i]);\n    }\n}\nextern \"C\" __global__ void __launch_bounds__(256)\nlwo_k_gemm_simple(const lwo_u8 *A, int a_kind, lwo_u64 lda, const lwo_u8 *B, int b_kind, lwo_u64 ldb,\n                  lwo_u64 M, lwo_u64 N, lwo_u64 K, const float *sa, const float *sw, const void *bias,\n                  int bias_kind, void *y, int out_kind) {\n    __shared__ float As[16][17], Bs[16][17];\n    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;\n    const lwo_u64 m = (lwo_u64)blockIdx.y * 16 + ty, n = (lwo_u64)blockIdx.x * 16 + tx;\n    const lwo_u64 bn = (lwo_u64)blockIdx.x * 16;\n    const int exact = a_kind == 3 && b_kind == 3;\n    float accf = 0.0f;\n    int acci = 0;\n    for (lwo_u64 k0 = 0; k0 < K; k0 += 16) {\n        As[ty][tx] = (m < M && k0 + tx < K) ? lwo_gemm_ld(A, a_kind, m * lda + k0 + tx) : 0.0f;\n        Bs[ty][tx] = (bn + ty < N && k0 + tx < K) ? lwo_gemm_ld(B, b_kind, (bn + ty) * ldb + k0 + tx) : 0.0f;\n        __syncthreads();\n#pragma unroll\n        for (int k = 0; k < 16; k++) {\n",
+"            if (exact) acci += (int)As[ty][k] * (int)Bs[tx][k];\n            else accf = accf + As[ty][k] * Bs[tx][k];\n        }\n        __syncthreads();\n    }\n    if (m < M && n < N)\n        lwo_gemm_store(y, out_kind, m * N + n, lwo_gemm_epi(exact ? (float)acci : accf, sa, sw, bias, bias_kind, m, n));\n}\n\n/* ---- GEMM operand preparation ---- */\n/* dst[r, k] = src[r, k] * (smooth ? smooth[k] : 1) for k < K, 0 for K <= k < Kd: weights (the\n   smoothing factor folded into the columns, K padded) and activations that need padding.\n   Grid-stride over rows * Kd elements. */\ntemplate <class S, class D>\n__device__ __forceinline__ void lwo_pad_rows_body(const lwo_u8 *src, lwo_u64 rows, lwo_u64 K, const float *smooth,\n                                                  lwo_u8 *dst, lwo_u64 Kd) {\n    const lwo_u64 n = rows * Kd, stride = (lwo_u64)gridDim.x * blockDim.x;\n    for (lwo_u64 i = (lwo_u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {\n        const lwo_u64 r = i / Kd, k = i - r * Kd;\n        float v = 0.0f;\n        if (k < K) { v = S::get(src + (r * K + k) * S::W); if (smooth) v = v * smooth[k]; }\n        D::put(dst + i * D::W, v);\n    }\n}\n#define LWO_PAD_KERNEL(sn, dn)                                                                           \\\n    extern \"C\" __global__ void lwo_k_pad_rows_##sn##_##dn(const lwo_u8 *src, lwo_u64 rows, lwo_u64 K,     \\\n                                                          const float *smooth, lwo_u8 *dst, lwo_u64 Kd) { \\\n        lwo_pad_rows_body<lwo_t_##sn, lwo_t_##dn>(src, rows, K, smooth, dst, Kd);                        \\\n    }\nLWO_PAD_KERNEL(f32, f32) LWO_PAD_KERNEL(f16, f32) LWO_PAD_KERNEL(bf16, f32)\nLWO_PAD_KERNEL(f32, f16) LWO_PAD_KERNEL(f16, f16) LWO_PAD_KERNEL(bf16, f16)\nLWO_PAD_KERNEL(f32, bf16) LWO_PAD_KERNEL(f16, bf16) LWO_PAD_KERNEL(bf16, bf16)\n\n/* Byte rows: dst[r, k] = src[r, k] for k < K, 0 past it (already-quantized i8 / fp8 weights). */\nextern \"C\" __global__ void lwo_k_pad_rows_u8(const lwo_u8 *src, lwo_u64 rows, lwo_u64 K, lwo_u8 *dst, lwo_u64 Kd) {\n    const lwo_u64 n = rows * Kd, stride = (lwo_u64)gridDim.x * blockDim.x;\n    for (lwo_u64 i = (lwo_u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {\n        const lwo_u64 r = i / Kd, k = i - r * Kd;\n        dst[i] = k < K ? src[r * K + k] : (lwo_u8)0;\n    }\n}\n\n/* Per-row fp8 e4m3 quantization (fp8 W8A8: activations per token, weights per output channel):\n   v = x[r,k] / smooth[k] (smooth optional); scales[r] = absmax(v) / 448 (1 for an all-zero row);\n   q[r,k] = e4m3(v * (1/scale)) RNE saturating; zeros for K <= k < Kq. One block of\n   LWO_ROWQ_THREADS per row, two passes over the row as in lwo_rowq_body. */\ntemplate <class S>\n__device__ __forceinline__ void lwo_rowq_fp8_body(const lwo_u8 *x, lwo_u64 K, const float *smooth,\n                                                  lwo_u8 *q, lwo_u64 Kq, float *scales) {\n",
+"    __shared__ float red[LWO_ROWQ_THREADS / 32];\n    const lwo_u64 row = blockIdx.x;\n    const lwo_u8 *xr = x + row * K * S::W;\n    lwo_u8 *qr = q + row * Kq;\n    float m = 0.0f;\n    for (lwo_u64 k = threadIdx.x; k < K; k += blockDim.x) m = fmaxf(m, fabsf(lwo_rowq_load<S>(xr, smooth, k)));\n    m = lwo_warp_max(m);\n    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;\n    __syncthreads();\n    if (threadIdx.x < 32) {\n        float t = threadIdx.x < (blockDim.x >> 5) ? red[threadIdx.x] : 0.0f;\n        t = lwo_warp_max(t);\n        if (threadIdx.x == 0) red[0] = t;\n    }\n    __syncthreads();\n    const float amax = red[0];\n    const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;\n    const float inv = 1.0f / scale;\n    if (threadIdx.x == 0) scales[row] = scale;\n    for (lwo_u64 k = threadIdx.x; k < K; k += blockDim.x) qr[k] = lwo_f32_to_fp8(lwo_rowq_load<S>(xr, smooth, k) * inv, 0);\n    for (lwo_u64 k = K + threadIdx.x; k < Kq; k += blockDim.x) qr[k] = 0;\n}\n#define LWO_ROWQ_FP8_KERNEL(sn)                                                                          \\\n    extern \"C\" __global__ void __launch_bounds__(LWO_ROWQ_THREADS)                                     \\\n    lwo_k_quantize_rows_e4m3_##sn(const lwo_u8 *x, lwo_u64 K, const float *smooth, lwo_u8 *q,          \\\n                                  lwo_u64 Kq, float *scales) {                                          \\\n        lwo_rowq_fp8_body<lwo_t_##sn>(x, K, smooth, q, Kq, scales);                                    \\\n    }\nLWO_ROWQ_FP8_KERNEL(f32) LWO_ROWQ_FP8_KERNEL(f16) LWO_ROWQ_FP8_KERNEL(bf16)\n",
 };
 /* LWO_EMBED_END */
 
@@ -827,6 +905,8 @@ struct lwo_context {
     lwo__CUdeviceptr scratch; /* 256 bytes of arena for reductions */
     struct lwo__engine *engine; /* the streaming engine (section 8), made on first use */
     uint64_t pinned_bytes;      /* host bytes pinned for weight homes, against desc.pinned_cap */
+    lwo_weight *weights;        /* every live weight (section 7) */
+    uint64_t ws_off, ws_size;   /* lwo_linear's grow-only workspace in the arena (0: none) */
     char error[LWO__ERROR_CAP];
 };
 
@@ -1229,6 +1309,8 @@ LWO_DEF const char *lwo_dtype_name(lwo_dtype t) { return (t >= 0 && t < LWO_DTYP
 static lwo_result lwo__shape_check(lwo_context *ctx, lwo_dtype dtype, int ndim, const uint64_t *shape, uint64_t *numel, uint64_t *bytes) {
     int i;
     uint64_t n = 1;
+    *numel = 0;
+    *bytes = 0;
     if (lwo_dtype_size(dtype) == 0) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'dtype' (%d) is not a valid lwo_dtype", (int)dtype);
     if (ndim < 1 || ndim > LWO_MAX_DIMS) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'ndim' is %d; it must be 1..%d", ndim, LWO_MAX_DIMS);
     if (!shape) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'shape' is NULL");
@@ -1312,7 +1394,8 @@ static lwo_result lwo__check_tensor(lwo_context *ctx, const lwo_tensor *t, const
     } while (0)
 
 static lwo_result lwo__get_stream(lwo_context *ctx, lwo_stream *s, lwo__CUstream *out) {
-    if (!s) { *out = ctx->compute; return LWO_SUCCESS; }
+    *out = ctx->compute;
+    if (!s) return LWO_SUCCESS;
     if (s->magic != LWO__MAGIC_STREAM) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'stream' is not a live lwo_stream");
     if (s->ctx != ctx) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'stream' belongs to another lwo_context");
     *out = s->s;
@@ -1845,6 +1928,452 @@ LWO_DEF lwo_result lwo_quantize_act_int8(lwo_context *ctx, lwo_stream *s, const 
     return lwo__quantize_rows(ctx, cs, x, smooth, q, scales, "lwo_quantize_act_int8");
 }
 
+/* ---- weights, GEMMs and lwo_linear ---- */
+struct lwo_weight {
+    uint32_t magic;
+    lwo_context *ctx;
+    uint64_t rows, cols, kpad;
+    lwo_format format;
+    lwo_tensor *data, *scales, *bias, *smooth;
+    const void *host; /* the caller's data and its layout, kept for a later streaming engine */
+    lwo_dtype host_dtype;
+    uint64_t host_bytes;
+    lwo_weight *prev, *next;
+};
+#define LWO__MAGIC_WEIGHT 0x6c776f57u
+#define LWO__KPAD 64u
+
+static const char *lwo__format_name(lwo_format f) {
+    static const char *const n[LWO_FORMAT_COUNT] = { "bf16", "f16", "fp8_e4m3", "fp8_e5m2", "int8", "fp8_e4m3_w8a8" };
+    return (f >= 0 && f < LWO_FORMAT_COUNT) ? n[f] : "invalid";
+}
+static int lwo__format_w8a8(lwo_format f) { return f == LWO_FORMAT_INT8 || f == LWO_FORMAT_FP8_E4M3_W8A8; }
+
+LWO_DEF lwo_result lwo_ref_linear(const void *x, lwo_dtype xt, uint64_t ldx, const void *w, lwo_dtype wt, uint64_t ldw,
+                                  uint64_t M, uint64_t N, uint64_t K, const float *sx, const float *sw,
+                                  const float *bias, void *y, lwo_dtype yt) {
+    uint64_t m, n, k;
+    int exact = xt == LWO_DTYPE_I8 && wt == LWO_DTYPE_I8;
+    if (!x || !w || !y || !lwo__is_float(yt) || ldx < K || ldw < K) return LWO_ERROR_INVALID_ARGUMENT;
+    if (!exact && !((lwo__is_float(xt) || xt == LWO_DTYPE_F8_E4M3 || xt == LWO_DTYPE_F8_E5M2) &&
+                    (lwo__is_float(wt) || wt == LWO_DTYPE_F8_E4M3 || wt == LWO_DTYPE_F8_E5M2)))
+        return LWO_ERROR_INVALID_ARGUMENT;
+    for (m = 0; m < M; m++)
+        for (n = 0; n < N; n++) {
+            float v;
+            if (exact) {
+                const int8_t *a = (const int8_t *)x + m * ldx, *b = (const int8_t *)w + n * ldw;
+                int64_t acc = 0;
+                for (k = 0; k < K; k++) acc += (int32_t)a[k] * (int32_t)b[k];
+                v = (float)(int32_t)acc; /* the GPU's s32 accumulator (no overflow for K < 133000) */
+            } else {
+                double acc = 0.0;
+                for (k = 0; k < K; k++) acc += (double)lwo_ref_load(x, xt, m * ldx + k) * (double)lwo_ref_load(w, wt, n * ldw + k);
+                v = (float)acc;
+            }
+            if (sx) v = v * sx[m];
+            if (sw) v = v * sw[n];
+            if (bias) v = v + bias[n];
+            lwo_ref_store(y, yt, m * N + n, v);
+        }
+    return LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_ref_quantize_fp8_rows(const void *x, lwo_dtype xt, uint64_t rows, uint64_t k,
+                                             const float *smooth, uint8_t *q, uint64_t kq, float *scales) {
+    uint64_t r, c;
+    if (!x || !q || !scales || !lwo__is_float(xt) || kq < k) return LWO_ERROR_INVALID_ARGUMENT;
+    for (r = 0; r < rows; r++) {
+        float m = 0.0f, scale, inv;
+        for (c = 0; c < k; c++) {
+            float v = lwo_ref_load(x, xt, r * k + c);
+            if (smooth) v = v / smooth[c];
+            v = fabsf(v);
+            if (v > m) m = v;
+        }
+        scale = m > 0.0f ? m / 448.0f : 1.0f;
+        inv = 1.0f / scale;
+        scales[r] = scale;
+        for (c = 0; c < k; c++) {
+            float v = lwo_ref_load(x, xt, r * k + c);
+            if (smooth) v = v / smooth[c];
+            q[r * kq + c] = lwo_ref_f32_to_fp8(v * inv, LWO_DTYPE_F8_E4M3);
+        }
+        for (c = k; c < kq; c++) q[r * kq + c] = 0;
+    }
+    return LWO_SUCCESS;
+}
+
+/* Every check of a weight desc that needs no GPU; cc = compute capability * 10 (e.g. 90). */
+static lwo_result lwo__weight_validate(lwo_context *ctx, const lwo_weight_desc *d, int cc) {
+    lwo_dtype dt;
+    uint64_t n;
+    if (!d) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: argument 'desc' is NULL");
+    dt = d->data_dtype ? d->data_dtype : LWO_DTYPE_F32;
+    if (d->rows == 0) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.rows is 0");
+    if (d->cols == 0) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.cols is 0");
+    if (d->rows > 0x7fffffffull * 64u || d->cols > ((uint64_t)1 << 31) || !lwo__mul_ok(d->rows, d->cols + LWO__KPAD, &n) || n > ((uint64_t)1 << 40))
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.rows x desc.cols (%llu x %llu) is too large",
+                         (unsigned long long)d->rows, (unsigned long long)d->cols);
+    if (!d->data) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.data is NULL");
+    if ((int)d->format < 0 || d->format >= LWO_FORMAT_COUNT)
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.format (%d) is not a valid lwo_format", (int)d->format);
+    if (!(lwo__is_float(dt) || lwo__is_fp8(dt) || dt == LWO_DTYPE_I8))
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.data_dtype %s is not f32, f16, bf16, f8_e4m3, f8_e5m2 or i8", lwo_dtype_name(dt));
+    if (dt == LWO_DTYPE_I8 && d->format != LWO_FORMAT_INT8)
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.data_dtype i8 needs desc.format LWO_FORMAT_INT8 (got %s)", lwo__format_name(d->format));
+    if (dt == LWO_DTYPE_I8 && !d->row_scales)
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.row_scales is NULL; i8 data needs its per-row scales");
+    if (lwo__is_fp8(dt)) {
+        int ok = (dt == LWO_DTYPE_F8_E4M3 && (d->format == LWO_FORMAT_FP8_E4M3 || d->format == LWO_FORMAT_FP8_E4M3_W8A8)) ||
+                 (dt == LWO_DTYPE_F8_E5M2 && d->format == LWO_FORMAT_FP8_E5M2);
+        if (!ok) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.data_dtype %s does not match desc.format %s (pre-quantized data must be stored as is)",
+                                  lwo_dtype_name(dt), lwo__format_name(d->format));
+    }
+    if (!(d->scale >= 0.0f) || d->scale > 3.0e38f)
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.scale must be 0 (meaning 1) or a positive finite number");
+    if (d->scale != 0.0f && !lwo__is_fp8(dt))
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.scale is set but desc.data_dtype %s is not fp8 (scales are computed for float data)", lwo_dtype_name(dt));
+    if (d->row_scales && !(dt == LWO_DTYPE_I8 || (dt == LWO_DTYPE_F8_E4M3 && d->format == LWO_FORMAT_FP8_E4M3_W8A8)))
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.row_scales is only for pre-quantized i8 or e4m3 W8A8 data");
+    if (d->bias && !lwo__is_float(d->bias_dtype ? d->bias_dtype : LWO_DTYPE_F32))
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.bias_dtype %s is not f32, f16 or bf16", lwo_dtype_name(d->bias_dtype));
+    if (d->smooth && !lwo__format_w8a8(d->format))
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.smooth applies to the W8A8 formats only (format is %s)", lwo__format_name(d->format));
+    if (d->smooth && !lwo__is_float(dt))
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.smooth needs float data (it is folded into W before quantization)");
+    if (d->smooth) {
+        uint64_t k;
+        for (k = 0; k < d->cols; k++)
+            if (!(d->smooth[k] > 0.0f) || d->smooth[k] > 3.0e38f)
+                return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.smooth[%llu] is %g; it must be positive and finite", (unsigned long long)k, (double)d->smooth[k]);
+    }
+    if (d->format == LWO_FORMAT_FP8_E4M3_W8A8 && cc < 89)
+        return lwo__fail(ctx, LWO_ERROR_UNSUPPORTED, "lwo_weight_create: LWO_FORMAT_FP8_E4M3_W8A8 needs fp8 tensor cores (compute capability 8.9+); this device is %d.%d. "
+                         "Use LWO_FORMAT_FP8_E4M3 (upcast) or LWO_FORMAT_INT8", cc / 10, cc % 10);
+    return LWO_SUCCESS;
+}
+
+static unsigned lwo__grid_rows(lwo_context *ctx, uint64_t n) { return lwo__grid_for(ctx, n, 256); }
+
+/* dst [rows, Kd] = pad(src [rows, K]) (* smooth per column), converting src's dtype to dst's. */
+static lwo_result lwo__pad_launch(lwo_context *ctx, lwo__CUstream cs, lwo__CUdeviceptr src, lwo_dtype st, uint64_t rows,
+                                  uint64_t K, lwo__CUdeviceptr smooth, lwo__CUdeviceptr dst, lwo_dtype dt, uint64_t Kd) {
+    char name[64];
+    void *args[6];
+    if (lwo_dtype_size(st) == 1) {
+        void *a[5];
+        a[0] = &src; a[1] = &rows; a[2] = &K; a[3] = &dst; a[4] = &Kd;
+        return lwo__launch(ctx, cs, "lwo_k_pad_rows_u8", lwo__grid_rows(ctx, rows * Kd), 1, 256, 0, a);
+    }
+    args[0] = &src; args[1] = &rows; args[2] = &K; args[3] = &smooth; args[4] = &dst; args[5] = &Kd;
+    snprintf(name, sizeof name, "lwo_k_pad_rows_%s_%s", lwo__kname(st), lwo__kname(dt));
+    return lwo__launch(ctx, cs, name, lwo__grid_rows(ctx, rows * Kd), 1, 256, 0, args);
+}
+
+static void lwo__weight_free(lwo_context *ctx, lwo_weight *w) {
+    if (w->prev) w->prev->next = w->next; else if (ctx->weights == w) ctx->weights = w->next;
+    if (w->next) w->next->prev = w->prev;
+    if (w->data) lwo__tensor_free(ctx, w->data);
+    if (w->scales) lwo__tensor_free(ctx, w->scales);
+    if (w->bias) lwo__tensor_free(ctx, w->bias);
+    if (w->smooth) lwo__tensor_free(ctx, w->smooth);
+    w->magic = 0;
+    LWO_FREE(w);
+}
+
+static lwo_result lwo__tensor2(lwo_context *ctx, lwo_dtype dt, uint64_t a, uint64_t b, lwo_tensor **out) {
+    uint64_t shape[2];
+    shape[0] = a; shape[1] = b;
+    return lwo_tensor_create(ctx, dt, b ? 2 : 1, shape, out);
+}
+
+static lwo_result lwo__weight_build(lwo_context *ctx, const lwo_weight_desc *d, lwo_weight *w) {
+    lwo__CUstream cs = ctx->compute;
+    lwo_dtype dt = d->data_dtype ? d->data_dtype : LWO_DTYPE_F32;
+    uint64_t N = d->rows, K = d->cols, Kp = w->kpad;
+    lwo_tensor *src = NULL, *tmp = NULL, *btmp = NULL;
+    lwo_result r;
+    lwo__CUdeviceptr sm;
+    if ((r = lwo__tensor2(ctx, dt, N, K, &src)) != 0) goto done;
+    if ((r = lwo_tensor_upload(ctx, src, d->data, src->bytes)) != 0) goto done;
+    if (d->smooth) {
+        if ((r = lwo__tensor2(ctx, LWO_DTYPE_F32, K, 0, &w->smooth)) != 0) goto done;
+        if ((r = lwo_tensor_upload(ctx, w->smooth, d->smooth, K * 4)) != 0) goto done;
+    }
+    sm = w->smooth ? w->smooth->ptr : 0;
+    switch (d->format) {
+    case LWO_FORMAT_BF16: case LWO_FORMAT_F16: {
+        lwo_dtype sd = d->format == LWO_FORMAT_BF16 ? LWO_DTYPE_BF16 : LWO_DTYPE_F16;
+        if ((r = lwo__tensor2(ctx, sd, N, Kp, &w->data)) != 0) goto done;
+        r = lwo__pad_launch(ctx, cs, src->ptr, dt, N, K, 0, w->data->ptr, sd, Kp);
+        break;
+    }
+    case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E5M2: {
+        lwo_dtype sd = d->format == LWO_FORMAT_FP8_E4M3 ? LWO_DTYPE_F8_E4M3 : LWO_DTYPE_F8_E5M2;
+        if ((r = lwo__tensor2(ctx, sd, N, Kp, &w->data)) != 0) goto done;
+        if ((r = lwo__tensor2(ctx, LWO_DTYPE_F32, 1, 0, &w->scales)) != 0) goto done;
+        if (lwo__is_fp8(dt)) {
+            float s = d->scale != 0.0f ? d->scale : 1.0f;
+            if ((r = lwo_tensor_upload(ctx, w->scales, &s, 4)) != 0) goto done;
+            r = lwo__pad_launch(ctx, cs, src->ptr, dt, N, K, 0, w->data->ptr, sd, Kp);
+        } else {
+            if ((r = lwo__tensor2(ctx, LWO_DTYPE_F32, N, Kp, &tmp)) != 0) goto done;
+            if ((r = lwo__pad_launch(ctx, cs, src->ptr, dt, N, K, 0, tmp->ptr, LWO_DTYPE_F32, Kp)) != 0) goto done;
+            r = lwo_quantize_fp8(ctx, NULL, tmp, w->data, w->scales, 1);
+        }
+        break;
+    }
+    case LWO_FORMAT_INT8: case LWO_FORMAT_FP8_E4M3_W8A8: {
+        int fp8 = d->format == LWO_FORMAT_FP8_E4M3_W8A8;
+        if ((r = lwo__tensor2(ctx, fp8 ? LWO_DTYPE_F8_E4M3 : LWO_DTYPE_I8, N, Kp, &w->data)) != 0) goto done;
+        if ((r = lwo__tensor2(ctx, LWO_DTYPE_F32, N, 0, &w->scales)) != 0) goto done;
+        if (!lwo__is_float(dt)) {
+            if (d->row_scales) r = lwo_tensor_upload(ctx, w->scales, d->row_scales, N * 4);
+            else {
+                uint32_t bits = lwo__f32_bits(d->scale != 0.0f ? d->scale : 1.0f);
+                LWO__CU(ctx, cuMemsetD32Async(w->scales->ptr, bits, (size_t)N, cs));
+            }
+            if (r) goto done;
+            r = lwo__pad_launch(ctx, cs, src->ptr, dt, N, K, 0, w->data->ptr, dt, Kp);
+        } else {
+            void *args[6];
+            unsigned rows = (unsigned)N;
+            if ((r = lwo__tensor2(ctx, LWO_DTYPE_F32, N, Kp, &tmp)) != 0) goto done;
+            if ((r = lwo__pad_launch(ctx, cs, src->ptr, dt, N, K, sm, tmp->ptr, LWO_DTYPE_F32, Kp)) != 0) goto done;
+            if (!fp8) { r = lwo__quantize_rows(ctx, cs, tmp, NULL, w->data, w->scales, "lwo_weight_create"); break; }
+            if (N > 0x7fffffffu) { r = lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: too many rows"); goto done; }
+            {
+                lwo__CUdeviceptr nul = 0;
+                args[0] = &tmp->ptr; args[1] = &Kp; args[2] = &nul; args[3] = &w->data->ptr; args[4] = &Kp; args[5] = &w->scales->ptr;
+                r = lwo__launch(ctx, cs, "lwo_k_quantize_rows_e4m3_f32", rows, 1, 256, 0, args);
+            }
+        }
+        break;
+    }
+    default: r = lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: bad format"); break;
+    }
+    if (r) goto done;
+    if (d->bias) {
+        lwo_dtype bt = d->bias_dtype ? d->bias_dtype : LWO_DTYPE_F32;
+        if ((r = lwo__tensor2(ctx, LWO_DTYPE_F32, N, 0, &w->bias)) != 0) goto done;
+        if ((r = lwo__tensor2(ctx, bt, N, 0, &btmp)) != 0) goto done;
+        if ((r = lwo_tensor_upload(ctx, btmp, d->bias, btmp->bytes)) != 0) goto done;
+        if ((r = lwo__convert_launch(ctx, cs, btmp->ptr, bt, w->bias->ptr, LWO_DTYPE_F32, N, 1.0f, 0, "lwo_k_convert")) != 0) goto done;
+    }
+    LWO__CU(ctx, cuStreamSynchronize(cs));
+done:
+    if (r) ctx->cu.cuStreamSynchronize(cs); /* temporaries below may still be read by queued work */
+    if (src) lwo__tensor_free(ctx, src);
+    if (tmp) lwo__tensor_free(ctx, tmp);
+    if (btmp) lwo__tensor_free(ctx, btmp);
+    return r;
+}
+
+LWO_DEF lwo_result lwo_weight_create(lwo_context *ctx, const lwo_weight_desc *desc, lwo_weight **out) {
+    lwo_weight *w;
+    lwo_result r;
+    LWO__ENTER(ctx);
+    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: argument 'out' is NULL");
+    *out = NULL;
+    if ((r = lwo__weight_validate(ctx, desc, ctx->info.cc_major * 10 + ctx->info.cc_minor)) != 0) return r;
+    w = (lwo_weight *)LWO_MALLOC(sizeof *w);
+    if (!w) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    memset(w, 0, sizeof *w);
+    w->magic = LWO__MAGIC_WEIGHT;
+    w->ctx = ctx;
+    w->rows = desc->rows;
+    w->cols = desc->cols;
+    w->kpad = (desc->cols + LWO__KPAD - 1) / LWO__KPAD * LWO__KPAD;
+    w->format = desc->format;
+    w->host = desc->data;
+    w->host_dtype = desc->data_dtype ? desc->data_dtype : LWO_DTYPE_F32;
+    w->host_bytes = desc->rows * desc->cols * lwo_dtype_size(w->host_dtype);
+    w->next = ctx->weights;
+    if (ctx->weights) ctx->weights->prev = w;
+    ctx->weights = w;
+    r = lwo__weight_build(ctx, desc, w);
+    if (r) {
+        char keep[LWO__ERROR_CAP];
+        memcpy(keep, ctx->error, sizeof keep);
+        lwo__weight_free(ctx, w);
+        memcpy(ctx->error, keep, sizeof keep);
+        return r;
+    }
+    *out = w;
+    return LWO_SUCCESS;
+}
+
+static lwo_result lwo__check_weight(lwo_context *ctx, const lwo_weight *w) {
+    if (!w) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'w' is NULL");
+    if (w->magic != LWO__MAGIC_WEIGHT) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'w' is not a live lwo_weight");
+    if (w->ctx != ctx) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'w' belongs to another lwo_context");
+    return LWO_SUCCESS;
+}
+
+LWO_DEF void lwo_weight_destroy(lwo_context *ctx, lwo_weight *w) {
+    if (!ctx || ctx->magic != LWO__MAGIC_CTX || !w) return;
+    if (lwo__check_weight(ctx, w)) { lwo__log(ctx, LWO_LOG_WARN, "lwo_weight_destroy: %s", ctx->error); return; }
+    /* queued lwo_linear calls may still read it: the stream-ordered arena reuse needs the device idle */
+    if (ctx->cu.cuCtxSetCurrent && ctx->cuctx) { ctx->cu.cuCtxSetCurrent(ctx->cuctx); ctx->cu.cuCtxSynchronize(); }
+    lwo__weight_free(ctx, w);
+}
+
+LWO_DEF lwo_result lwo_weight_get_info(lwo_context *ctx, const lwo_weight *w, lwo_weight_info *out) {
+    lwo_result r;
+    LWO__ENTER(ctx);
+    if ((r = lwo__check_weight(ctx, w)) != 0) return r;
+    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
+    out->rows = w->rows; out->cols = w->cols; out->kpad = w->kpad; out->format = w->format;
+    out->data = w->data; out->scales = w->scales; out->bias = w->bias; out->smooth = w->smooth;
+    return LWO_SUCCESS;
+}
+
+/* The workspace: grow-only, in the arena. Growing waits for the device, since queued GEMMs may
+   still read the old block. */
+static lwo_result lwo__workspace(lwo_context *ctx, uint64_t bytes, lwo__CUdeviceptr *out) {
+    if (bytes > ctx->ws_size) {
+        uint64_t off, size;
+        lwo_result r;
+        LWO__CU(ctx, cuCtxSynchronize());
+        if (ctx->ws_size) { lwo__arena_free(ctx, ctx->ws_off, ctx->ws_size); ctx->ws_size = 0; }
+        if ((r = lwo__arena_alloc(ctx, bytes, &off, &size, "lwo_linear's workspace")) != 0) return r;
+        ctx->ws_off = off;
+        ctx->ws_size = size;
+    }
+    *out = ctx->arena + ctx->ws_off;
+    return LWO_SUCCESS;
+}
+
+static int lwo__gemm_kind(lwo_dtype t) {
+    switch (t) {
+    case LWO_DTYPE_F32: return 0;
+    case LWO_DTYPE_F16: return 1;
+    case LWO_DTYPE_BF16: return 2;
+    case LWO_DTYPE_I8: return 3;
+    default: return 4;
+    }
+}
+
+/* One GEMM: A [M, *] (row stride lda elements, valid K columns a_k), B [N, kpad] of dtype `op`.
+   The tensor-core kernels when the arch has them, else lwo_k_gemm_simple. */
+static lwo_result lwo__gemm(lwo_context *ctx, lwo__CUstream cs, lwo_dtype op, lwo__CUdeviceptr A, uint64_t lda, uint64_t a_k,
+                            lwo__CUdeviceptr B, uint64_t kpad, uint64_t M, uint64_t N, lwo__CUdeviceptr sa, lwo__CUdeviceptr sw,
+                            lwo__CUdeviceptr bias, int bias_kind, lwo__CUdeviceptr y, int out_kind) {
+    int cc = ctx->info.cc_major * 10 + ctx->info.cc_minor;
+    int tc = cc >= 80 && (op != LWO_DTYPE_F8_E4M3 || cc >= 89) && (A & 15u) == 0 && (B & 15u) == 0;
+    uint64_t W = lwo_dtype_size(op);
+    if (tc && ((lda * W) % 16 != 0 || (a_k * W) % 16 != 0)) tc = 0;
+    if (tc) {
+        char name[64];
+        uint64_t lda_b = lda * W, akb = a_k * W, ldb_b = kpad * W;
+        uint64_t big = ((M + 127) / 128) * ((N + 127) / 128);
+        int small = big < (uint64_t)ctx->info.sm_count;
+        unsigned BMN = small ? 64 : 128, threads = small ? 128 : 256;
+        unsigned smem = 3u * 2u * BMN * 64u;
+        uint64_t gx = (N + BMN - 1) / BMN, gy = (M + BMN - 1) / BMN;
+        lwo__CUfunction fn;
+        lwo_result r;
+        void *args[13];
+        if (gy > 65535 || gx > 0x7fffffffu) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: M = %llu is more than one launch takes", (unsigned long long)M);
+        args[0] = &A; args[1] = &lda_b; args[2] = &akb; args[3] = &B; args[4] = &ldb_b; args[5] = &M; args[6] = &N;
+        args[7] = &sa; args[8] = &sw; args[9] = &bias; args[10] = &bias_kind; args[11] = &y; args[12] = &out_kind;
+        snprintf(name, sizeof name, "lwo_k_gemm_%s_%s", op == LWO_DTYPE_I8 ? "s8" : lwo__kname(op), small ? "s" : "l");
+        if ((r = lwo__module_function(ctx, ctx->kernels, name, &fn)) != 0) return r;
+        return lwo__launch_fn(ctx, cs, fn, (unsigned)gx, (unsigned)gy, 1, threads, 1, 1, smem, args, name);
+    } else {
+        int ak = lwo__gemm_kind(op), bk = ak;
+        uint64_t gx = (N + 15) / 16, gy = (M + 15) / 16;
+        void *args[15];
+        if (gy > 65535 || gx > 0x7fffffffu) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: M = %llu is more than one launch takes", (unsigned long long)M);
+        args[0] = &A; args[1] = &ak; args[2] = &lda; args[3] = &B; args[4] = &bk; args[5] = &kpad; args[6] = &M; args[7] = &N;
+        args[8] = &a_k; args[9] = &sa; args[10] = &sw; args[11] = &bias; args[12] = &bias_kind; args[13] = &y; args[14] = &out_kind;
+        return lwo__launch(ctx, cs, "lwo_k_gemm_simple", (unsigned)gx, (unsigned)gy, 256, 0, args);
+    }
+}
+
+LWO_DEF lwo_result lwo_linear(lwo_context *ctx, lwo_stream *stream, const lwo_tensor *x, const lwo_weight *w,
+                              const lwo_tensor *bias, lwo_tensor *y) {
+    lwo__CUstream cs;
+    lwo_result r;
+    uint64_t M, N, K, Kp;
+    lwo__CUdeviceptr bp = 0, ws = 0, A, B, sa = 0, sw = 0;
+    int bias_kind = 0, out_kind;
+    uint64_t lda, a_k;
+    lwo_dtype op;
+    LWO__ENTER(ctx);
+    LWO__CHECK_TENSOR(ctx, x);
+    LWO__CHECK_TENSOR(ctx, y);
+    if (bias) LWO__CHECK_TENSOR(ctx, bias);
+    if ((r = lwo__check_weight(ctx, w)) != 0) return r;
+    LWO__GET_STREAM(ctx, stream, cs);
+    if (x->ndim != 2 || (x->dtype != LWO_DTYPE_BF16 && x->dtype != LWO_DTYPE_F16))
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: argument 'x' must be a 2-D bf16 or f16 tensor [M, K] (it is %dd %s)", x->ndim, lwo_dtype_name(x->dtype));
+    M = x->shape[0]; K = x->shape[1]; N = w->rows; Kp = w->kpad;
+    if (K != w->cols) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: 'x' has K = %llu columns; the weight has %llu", (unsigned long long)K, (unsigned long long)w->cols);
+    if (y->ndim != 2 || y->shape[0] != M || y->shape[1] != N || !lwo__is_float(y->dtype))
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: argument 'y' must be f32, f16 or bf16 [%llu, %llu]", (unsigned long long)M, (unsigned long long)N);
+    if ((w->format == LWO_FORMAT_BF16 && x->dtype != LWO_DTYPE_BF16) || (w->format == LWO_FORMAT_F16 && x->dtype != LWO_DTYPE_F16))
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: 'x' is %s but the weight is %s; they must match", lwo_dtype_name(x->dtype), lwo__format_name(w->format));
+    if (bias) {
+        if (!lwo__is_float(bias->dtype) || bias->numel != N)
+            return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: argument 'bias' must be f32, f16 or bf16 with %llu elements", (unsigned long long)N);
+        bp = bias->ptr; bias_kind = lwo__gemm_kind(bias->dtype);
+    } else if (w->bias) { bp = w->bias->ptr; bias_kind = 0; }
+    out_kind = lwo__gemm_kind(y->dtype);
+    A = x->ptr; lda = K; a_k = K; B = w->data->ptr;
+    switch (w->format) {
+    case LWO_FORMAT_BF16: case LWO_FORMAT_F16: case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E5M2: {
+        uint64_t wbytes = 0, abytes = 0;
+        int upcast = w->format == LWO_FORMAT_FP8_E4M3 || w->format == LWO_FORMAT_FP8_E5M2;
+        int pad = (K % 8) != 0 || !lwo__aligned16(x->ptr);
+        op = x->dtype;
+        if (upcast) wbytes = (N * Kp * 2 + 255) / 256 * 256;
+        if (pad) abytes = M * Kp * 2;
+        if (wbytes + abytes) { if ((r = lwo__workspace(ctx, wbytes + abytes, &ws)) != 0) return r; }
+        if (upcast) {
+            if ((r = lwo__convert_launch(ctx, cs, w->data->ptr, w->data->dtype, ws, op, N * Kp, 1.0f, w->scales->ptr, "lwo_k_convert")) != 0) return r;
+            B = ws;
+        }
+        if (pad) {
+            A = ws + wbytes;
+            if ((r = lwo__pad_launch(ctx, cs, x->ptr, x->dtype, M, K, 0, A, op, Kp)) != 0) return r;
+            lda = Kp; a_k = Kp;
+        }
+        break;
+    }
+    case LWO_FORMAT_INT8: case LWO_FORMAT_FP8_E4M3_W8A8: {
+        int fp8 = w->format == LWO_FORMAT_FP8_E4M3_W8A8;
+        uint64_t qbytes = (M * Kp + 255) / 256 * 256;
+        lwo__CUdeviceptr sm = w->smooth ? w->smooth->ptr : 0, q;
+        char name[64];
+        unsigned rows = (unsigned)M;
+        if (M > 0x7fffffffu) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: M = %llu is more than one launch takes", (unsigned long long)M);
+        if ((r = lwo__workspace(ctx, qbytes + M * 4, &ws)) != 0) return r;
+        q = ws; sa = ws + qbytes; sw = w->scales->ptr;
+        if (fp8) {
+            void *args[6];
+            args[0] = (void *)&x->ptr; args[1] = &K; args[2] = &sm; args[3] = &q; args[4] = &Kp; args[5] = &sa;
+            snprintf(name, sizeof name, "lwo_k_quantize_rows_e4m3_%s", lwo__kname(x->dtype));
+            op = LWO_DTYPE_F8_E4M3;
+            r = lwo__launch(ctx, cs, name, rows, 1, 256, 0, args);
+        } else {
+            void *args[7];
+            int vec_ok = lwo__aligned16(x->ptr) && (K % 8) == 0 && (q & 7u) == 0 && (Kp % 8) == 0;
+            args[0] = (void *)&x->ptr; args[1] = &K; args[2] = &sm; args[3] = &q; args[4] = &Kp; args[5] = &sa; args[6] = &vec_ok;
+            snprintf(name, sizeof name, "lwo_k_quantize_rows_i8_%s", lwo__kname(x->dtype));
+            op = LWO_DTYPE_I8;
+            r = lwo__launch(ctx, cs, name, rows, 1, 256, 0, args);
+        }
+        if (r) return r;
+        A = q; lda = Kp; a_k = Kp;
+        break;
+    }
+    default: return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: the weight has an invalid format");
+    }
+    return lwo__gemm(ctx, cs, op, A, lda, a_k, B, Kp, M, N, sa, sw, bp, bias_kind, y->ptr, out_kind);
+}
+
 /* ---- context lifetime ---- */
 static void lwo__engine_free(lwo_context *ctx); /* section 8 */
 LWO_DEF const char *lwo_result_string(lwo_result r) {
@@ -2015,6 +2544,7 @@ LWO_DEF void lwo_destroy(lwo_context *ctx) {
         ctx->cu.cuCtxSetCurrent(ctx->cuctx);
         if (ctx->compute) ctx->cu.cuStreamSynchronize(ctx->compute);
     }
+    while (ctx->weights) lwo_weight_destroy(ctx, ctx->weights);
     while (ctx->tensors) lwo__tensor_free(ctx, ctx->tensors);
     while (ctx->streams) lwo_stream_destroy(ctx, ctx->streams);
     while (ctx->events) lwo_event_destroy(ctx, ctx->events);

@@ -1,0 +1,148 @@
+/* test_gpu_gemm.c - lwo_linear on the GPU against the CPU references, every path and output dtype.
+   y is poisoned (0xFF bytes, NaN in every float dtype) first and must be fully written. int8: equal
+   to lwo_ref_linear of the same quantized operands up to one output ulp. bf16/f16/fp8: relative L2
+   < 1e-2 against the double reference of the same (dequantized) operands. The error against the
+   unquantized linear is reported. Large problems check a sample of rows. */
+#define LWO_IMPLEMENTATION
+#include "../lwo.h"
+#include <math.h>
+#include "check.h"
+
+static lwo_context *ctx;
+
+static uint32_t ordered(const void *p, lwo_dtype t, uint64_t i) {
+    if (t == LWO_DTYPE_F32) { uint32_t u; memcpy(&u, (const char *)p + i * 4, 4); return (u & 0x80000000u) ? 0x80000000u - (u & 0x7fffffffu) : 0x80000000u + u; }
+    { uint16_t h; memcpy(&h, (const char *)p + i * 2, 2); return (h & 0x8000u) ? 0x8000u - (h & 0x7fffu) : 0x8000u + h; }
+}
+
+static const char *fmt_name(lwo_format f) {
+    static const char *n[] = { "bf16", "f16", "fp8_e4m3", "fp8_e5m2", "int8", "fp8_w8a8" };
+    return n[f];
+}
+
+static void run_case(lwo_format fmt, lwo_dtype yt, int with_bias, int with_smooth, uint64_t M, uint64_t N, uint64_t K) {
+    lwo_dtype xt = fmt == LWO_FORMAT_F16 ? LWO_DTYPE_F16 : LWO_DTYPE_BF16;
+    size_t ys = lwo_dtype_size(yt);
+    float *wf = (float *)malloc(N * K * 4), *bias = (float *)malloc(N * 4), *sm = (float *)malloc(K * 4);
+    uint16_t *x = (uint16_t *)malloc(M * K * 2);
+    unsigned char *y = (unsigned char *)malloc(M * N * ys), *yr = (unsigned char *)malloc(N * 4);
+    lwo_weight_desc d;
+    lwo_weight *w = NULL;
+    lwo_weight_info info;
+    lwo_tensor *tx = NULL, *ty = NULL;
+    uint64_t sx[2], sy[2], i, m, n, k, kp, rows_checked = 0, nan = 0, maxulp = 0;
+    double num = 0, den = 0, unum = 0, uden = 0;
+    unsigned char *wq = NULL;
+    float *wsc = NULL, *wb = NULL, *asc = NULL;
+    unsigned char *aq = NULL, *wup = NULL;
+    lwo_result r;
+    for (i = 0; i < N * K; i++) wf[i] = (float)(check_rand_normal() * 0.05);
+    for (i = 0; i < N; i++) bias[i] = (float)check_rand_normal();
+    for (i = 0; i < K; i++) sm[i] = (float)(0.25 + check_rand_uniform() * 2);
+    for (i = 0; i < M * K; i++) { float v = (float)check_rand_normal(); x[i] = xt == LWO_DTYPE_BF16 ? lwo_ref_f32_to_bf16(v) : lwo_ref_f32_to_f16(v); }
+    memset(&d, 0, sizeof d);
+    d.rows = N; d.cols = K; d.data = wf; d.format = fmt;
+    if (with_bias) d.bias = bias;
+    if (with_smooth) d.smooth = sm;
+    r = lwo_weight_create(ctx, &d, &w);
+    CHECK(r == LWO_SUCCESS, "lwo_weight_create %s: %s", fmt_name(fmt), lwo_last_error(ctx));
+    if (r) goto out;
+    lwo_weight_get_info(ctx, w, &info);
+    kp = info.kpad;
+    sx[0] = M; sx[1] = K; sy[0] = M; sy[1] = N;
+    if (lwo_tensor_create(ctx, xt, 2, sx, &tx) || lwo_tensor_create(ctx, yt, 2, sy, &ty)) { CHECK(0, "tensors: %s", lwo_last_error(ctx)); goto out; }
+    lwo_tensor_upload(ctx, tx, x, M * K * 2);
+    lwo_tensor_fill_bytes(ctx, NULL, ty, 0xff);
+    r = lwo_linear(ctx, NULL, tx, w, NULL, ty);
+    CHECK(r == LWO_SUCCESS, "lwo_linear: %s", lwo_last_error(ctx));
+    if (r) goto out;
+    r = lwo_tensor_download(ctx, ty, y, M * N * ys);
+    CHECK(r == LWO_SUCCESS, "download: %s", lwo_last_error(ctx));
+    for (i = 0; i < M * N; i++) if (lwo_ref_load(y, yt, i) != lwo_ref_load(y, yt, i)) nan++;
+    CHECK(nan == 0, "%s M=%llu N=%llu K=%llu: %llu outputs not written (or NaN)", fmt_name(fmt), (unsigned long long)M, (unsigned long long)N, (unsigned long long)K, (unsigned long long)nan);
+    /* the operands as the GEMM saw them */
+    wq = (unsigned char *)malloc(info.data->bytes);
+    lwo_tensor_download(ctx, info.data, wq, info.data->bytes);
+    if (info.scales) { wsc = (float *)malloc(info.scales->bytes); lwo_tensor_download(ctx, info.scales, wsc, info.scales->bytes); }
+    if (info.bias) { wb = (float *)malloc(N * 4); lwo_tensor_download(ctx, info.bias, wb, N * 4); }
+    if (fmt == LWO_FORMAT_FP8_E4M3 || fmt == LWO_FORMAT_FP8_E5M2) {
+        wup = (unsigned char *)malloc(N * kp * 2);
+        lwo_ref_convert(wq, info.data->dtype, wup, xt, N * kp, wsc[0]);
+    }
+    if (fmt == LWO_FORMAT_INT8 || fmt == LWO_FORMAT_FP8_E4M3_W8A8) {
+        aq = (unsigned char *)malloc(M * kp);
+        asc = (float *)malloc(M * 4);
+        if (fmt == LWO_FORMAT_INT8) lwo_ref_quantize_int8_rows(x, xt, M, K, with_smooth ? sm : NULL, (int8_t *)aq, kp, asc);
+        else lwo_ref_quantize_fp8_rows(x, xt, M, K, with_smooth ? sm : NULL, aq, kp, asc);
+    }
+    for (m = 0; m < M; m++) {
+        int sample = (double)M * N * K > 3e7;
+        if (sample && !(m == 0 || m == M - 1 || check_rand_u64() % (M / 8 + 1) == 0)) continue;
+        rows_checked++;
+        switch (fmt) {
+        case LWO_FORMAT_BF16: case LWO_FORMAT_F16:
+            lwo_ref_linear(x + m * K, xt, K, wq, info.data->dtype, kp, 1, N, K, NULL, NULL, wb, yr, LWO_DTYPE_F32); break;
+        case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E5M2:
+            lwo_ref_linear(x + m * K, xt, K, wup, xt, kp, 1, N, K, NULL, NULL, wb, yr, LWO_DTYPE_F32); break;
+        case LWO_FORMAT_INT8:
+            lwo_ref_linear(aq + m * kp, LWO_DTYPE_I8, kp, wq, LWO_DTYPE_I8, kp, 1, N, kp, asc + m, wsc, wb, yr, yt); break;
+        default:
+            lwo_ref_linear(aq + m * kp, LWO_DTYPE_F8_E4M3, kp, wq, LWO_DTYPE_F8_E4M3, kp, 1, N, kp, asc + m, wsc, wb, yr, LWO_DTYPE_F32); break;
+        }
+        for (n = 0; n < N; n++) {
+            double g = lwo_ref_load(y, yt, m * N + n), u = with_bias ? bias[n] : 0.0;
+            for (k = 0; k < K; k++) u += (double)lwo_ref_load(x, xt, m * K + k) * wf[n * K + k];
+            unum += (g - u) * (g - u); uden += u * u;
+            if (fmt == LWO_FORMAT_INT8) {
+                uint32_t a = ordered(y, yt, m * N + n), b = ordered(yr, yt, n);
+                uint64_t du = a > b ? a - b : b - a;
+                if (du > maxulp) maxulp = du;
+                { double rv = lwo_ref_load(yr, yt, n); num += (g - rv) * (g - rv); den += rv * rv; }
+            } else {
+                double rv = ((float *)yr)[n];
+                num += (g - rv) * (g - rv); den += rv * rv;
+            }
+        }
+    }
+    {
+        double e = sqrt(num / (den > 0 ? den : 1)), ue = sqrt(unum / (uden > 0 ? uden : 1));
+        printf("  %-9s y=%-4s bias=%d smooth=%d M=%-5llu N=%-5llu K=%-5llu rows=%-5llu relL2(ref)=%.2e maxulp=%llu relL2(unquantized)=%.2e\n",
+               fmt_name(fmt), lwo_dtype_name(yt), with_bias, with_smooth, (unsigned long long)M, (unsigned long long)N,
+               (unsigned long long)K, (unsigned long long)rows_checked, e, (unsigned long long)maxulp, ue);
+        if (fmt == LWO_FORMAT_INT8) CHECK(maxulp <= 1, "int8 path differs from the reference by %llu ulp", (unsigned long long)maxulp);
+        else CHECK(e < 1e-2, "%s: relative L2 %.3e against the reference", fmt_name(fmt), e);
+        CHECK(ue < (fmt == LWO_FORMAT_BF16 || fmt == LWO_FORMAT_F16 ? 2e-2 : 0.1), "%s: relative L2 %.3e against the unquantized linear", fmt_name(fmt), ue);
+    }
+out:
+    if (tx) lwo_tensor_destroy(ctx, tx);
+    if (ty) lwo_tensor_destroy(ctx, ty);
+    if (w) lwo_weight_destroy(ctx, w);
+    free(wf); free(bias); free(sm); free(x); free(y); free(yr); free(wq); free(wsc); free(wb); free(asc); free(aq); free(wup);
+}
+
+int main(void) {
+    lwo_desc desc;
+    lwo_device_info info;
+    static const uint64_t shapes[][3] = { { 1, 200, 328 }, { 3, 200, 328 }, { 64, 200, 328 }, { 1000, 200, 328 }, { 3, 77, 13 }, { 64, 3072, 3072 } };
+    static const lwo_dtype outs[] = { LWO_DTYPE_BF16, LWO_DTYPE_F16, LWO_DTYPE_F32 };
+    int f, s, o, b;
+    check_seed("test_gpu_gemm");
+    memset(&desc, 0, sizeof desc);
+    desc.vram_budget = (uint64_t)8 << 30;
+    if (lwo_create(&desc, &ctx) != LWO_SUCCESS) { printf("lwo_create: %s\n", lwo_last_error(ctx)); CHECK(0, "no context"); lwo_destroy(ctx); return CHECK_SUMMARY(); }
+    lwo_device_info_get(ctx, &info);
+    printf("%s (%s)\n", info.name, info.arch);
+    for (f = 0; f < LWO_FORMAT_COUNT; f++) {
+        if (f == LWO_FORMAT_FP8_E4M3_W8A8 && info.cc_major * 10 + info.cc_minor < 89) continue;
+        for (s = 0; s < (int)(sizeof shapes / sizeof *shapes); s++)
+            for (o = 0; o < 3; o++)
+                for (b = 0; b < 2; b++) {
+                    if (s == 5 && (o != 0 || b != 1)) continue;
+                    run_case((lwo_format)f, outs[o], b, 0, shapes[s][0], shapes[s][1], shapes[s][2]);
+                }
+        if (f == LWO_FORMAT_INT8 || f == LWO_FORMAT_FP8_E4M3_W8A8) run_case((lwo_format)f, LWO_DTYPE_BF16, 1, 1, 64, 200, 328);
+        run_case((lwo_format)f, LWO_DTYPE_BF16, 1, 0, 4608, 3072, 3072);
+    }
+    lwo_destroy(ctx);
+    return CHECK_SUMMARY();
+}
