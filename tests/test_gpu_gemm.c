@@ -111,7 +111,7 @@ static void run_case(lwo_format fmt, lwo_dtype yt, int with_bias, int with_smoot
                (unsigned long long)K, (unsigned long long)rows_checked, e, (unsigned long long)maxulp, ue);
         if (fmt == LWO_FORMAT_INT8) CHECK(maxulp <= 1, "int8 path differs from the reference by %llu ulp", (unsigned long long)maxulp);
         else CHECK(e < 1e-2, "%s: relative L2 %.3e against the reference", fmt_name(fmt), e);
-        CHECK(ue < (fmt == LWO_FORMAT_BF16 || fmt == LWO_FORMAT_F16 ? 2e-2 : 0.1), "%s: relative L2 %.3e against the unquantized linear", fmt_name(fmt), ue);
+        CHECK(ue < (fmt == LWO_FORMAT_BF16 || fmt == LWO_FORMAT_F16 ? 2e-2 : fmt == LWO_FORMAT_INT8 ? 5e-2 : 0.2), "%s: relative L2 %.3e against the unquantized linear", fmt_name(fmt), ue);
     }
 out:
     if (tx) lwo_tensor_destroy(ctx, tx);

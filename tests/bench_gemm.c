@@ -1,0 +1,99 @@
+/* bench_gemm.c - lwo_linear per path: ms and TFLOP/s (median of 20 after 3 warm-up runs, CUDA events).
+   "e2e" is lwo_linear as called (W8A8: per-token quantization + GEMM; fp8 upcast: upcast + GEMM).
+   "gemm" is the GEMM alone on already-prepared operands (the internal lwo__gemm).
+   Build: make build/bench_gemm. Peers: tests/bench_gemm_peers.py (same shapes). */
+#define LWO_IMPLEMENTATION
+#include "../lwo.h"
+#include <stdio.h>
+
+static lwo_context *ctx;
+static int cmpf(const void *a, const void *b) { float x = *(const float *)a, y = *(const float *)b; return x < y ? -1 : x > y; }
+
+static const lwo_tensor *g_x; static const lwo_weight *g_w; static lwo_tensor *g_y;
+static int g_gemm_only;
+static lwo_result one(void) {
+    if (!g_gemm_only) return lwo_linear(ctx, NULL, g_x, g_w, NULL, g_y);
+    {
+        const lwo_weight *w = g_w;
+        uint64_t M = g_x->shape[0], N = w->rows, Kp = w->kpad;
+        lwo__CUdeviceptr ws = ctx->arena + ctx->ws_off;
+        switch (w->format) {
+        case LWO_FORMAT_BF16: case LWO_FORMAT_F16:
+            return lwo__gemm(ctx, ctx->compute, g_x->dtype, g_x->ptr, w->cols, w->cols, w->data->ptr, Kp, M, N, 0, 0, 0, 0, g_y->ptr, 2);
+        case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E5M2:
+            return lwo__gemm(ctx, ctx->compute, g_x->dtype, g_x->ptr, w->cols, w->cols, ws, Kp, M, N, 0, 0, 0, 0, g_y->ptr, 2);
+        default: {
+            uint64_t qbytes = (M * Kp + 255) / 256 * 256;
+            return lwo__gemm(ctx, ctx->compute, w->format == LWO_FORMAT_INT8 ? LWO_DTYPE_I8 : LWO_DTYPE_F8_E4M3, ws, Kp, Kp,
+                             w->data->ptr, Kp, M, N, ws + qbytes, w->scales->ptr, 0, 0, g_y->ptr, 2);
+        }
+        }
+    }
+}
+
+static double time_ms(void) {
+    lwo_event *a, *b;
+    float t[20], ms;
+    int i;
+    lwo_event_create(ctx, &a); lwo_event_create(ctx, &b);
+    for (i = 0; i < 3; i++) one();
+    for (i = 0; i < 20; i++) {
+        lwo_event_record(ctx, a, NULL);
+        one();
+        lwo_event_record(ctx, b, NULL);
+        lwo_event_synchronize(ctx, b);
+        lwo_event_elapsed_ms(ctx, a, b, &ms);
+        t[i] = ms;
+    }
+    lwo_event_destroy(ctx, a); lwo_event_destroy(ctx, b);
+    qsort(t, 20, sizeof *t, cmpf);
+    return 0.5 * (t[9] + t[10]);
+}
+
+int main(void) {
+    static const uint64_t shapes[][3] = { { 4608, 3072, 3072 }, { 4608, 3072, 12288 }, { 4608, 12288, 3072 },
+                                          { 8192, 8192, 8192 }, { 1024, 3072, 12288 }, { 256, 3072, 3072 } };
+    static const lwo_format fmts[] = { LWO_FORMAT_BF16, LWO_FORMAT_FP8_E4M3, LWO_FORMAT_INT8, LWO_FORMAT_FP8_E4M3_W8A8 };
+    lwo_desc desc;
+    lwo_device_info info;
+    int s, f;
+    memset(&desc, 0, sizeof desc);
+    desc.vram_budget = (uint64_t)16 << 30;
+    if (lwo_create(&desc, &ctx) != LWO_SUCCESS) { fprintf(stderr, "lwo_create: %s\n", lwo_last_error(ctx)); lwo_destroy(ctx); return 1; }
+    lwo_device_info_get(ctx, &info);
+    printf("lwo bench_gemm on %s (%s)\n%-20s %-14s %10s %10s %10s %10s\n", info.name, info.arch, "M x K x N", "path", "gemm ms", "gemm TF", "e2e ms", "e2e TF");
+    for (s = 0; s < 6; s++) {
+        uint64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2], i;
+        double flop = 2.0 * M * N * K;
+        float *wf = (float *)malloc(N * K * 4);
+        uint16_t *xh = (uint16_t *)malloc(M * K * 2);
+        uint64_t sx[2], sy[2];
+        lwo_tensor *x, *y;
+        for (i = 0; i < N * K; i++) wf[i] = (float)((double)((i * 2654435761u) % 2001) / 1000.0 - 1.0) * 0.05f;
+        for (i = 0; i < M * K; i++) xh[i] = lwo_ref_f32_to_bf16((float)((double)((i * 40503u) % 2001) / 1000.0 - 1.0));
+        sx[0] = M; sx[1] = K; sy[0] = M; sy[1] = N;
+        if (lwo_tensor_create(ctx, LWO_DTYPE_BF16, 2, sx, &x) || lwo_tensor_create(ctx, LWO_DTYPE_BF16, 2, sy, &y)) { fprintf(stderr, "%s\n", lwo_last_error(ctx)); return 1; }
+        lwo_tensor_upload(ctx, x, xh, M * K * 2);
+        for (f = 0; f < 4; f++) {
+            lwo_weight_desc d;
+            lwo_weight *w;
+            double tg, te;
+            if (fmts[f] == LWO_FORMAT_FP8_E4M3_W8A8 && info.cc_major * 10 + info.cc_minor < 89) continue;
+            memset(&d, 0, sizeof d);
+            d.rows = N; d.cols = K; d.data = wf; d.format = fmts[f];
+            if (lwo_weight_create(ctx, &d, &w)) { fprintf(stderr, "weight: %s\n", lwo_last_error(ctx)); continue; }
+            g_x = x; g_w = w; g_y = y;
+            g_gemm_only = 0; te = time_ms();   /* first: it also sizes the workspace the GEMM-only run reads */
+            g_gemm_only = 1; tg = time_ms();
+            printf("%5llux%5llux%5llu  %-14s %10.3f %10.1f %10.3f %10.1f\n", (unsigned long long)M, (unsigned long long)K,
+                   (unsigned long long)N, fmts[f] == LWO_FORMAT_BF16 ? "bf16" : fmts[f] == LWO_FORMAT_FP8_E4M3 ? "fp8 upcast" :
+                   fmts[f] == LWO_FORMAT_INT8 ? "int8 w8a8" : "fp8 w8a8", tg, flop / tg * 1e-9, te, flop / te * 1e-9);
+            fflush(stdout);
+            lwo_weight_destroy(ctx, w);
+        }
+        lwo_tensor_destroy(ctx, x); lwo_tensor_destroy(ctx, y);
+        free(wf); free(xh);
+    }
+    lwo_destroy(ctx);
+    return 0;
+}
