@@ -134,7 +134,7 @@ def read_idx(path):
     arr = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim)
     if arr.size != int(np.prod(dims)):
         raise ValueError(f"{path}: size mismatch")
-    return arr.reshape(dims)
+    return arr.reshape(dims).copy()
 
 
 def load_fmnist(d):
@@ -445,7 +445,6 @@ def train_dit(args, xtr, ytr, dev):
     t0 = time.time()
     last_t, last_step = t0, 0
     step, loss_acc, loss_cnt, final_loss = 0, 0.0, 0, float("nan")
-    loss_hist = []
     while True:
         if args.max_steps and step >= args.max_steps:
             break
@@ -480,7 +479,6 @@ def train_dit(args, xtr, ytr, dev):
         if step % args.log_every == 0:
             now = time.time()
             l = float(loss_acc) / loss_cnt
-            loss_hist.append(l)
             final_loss = l
             log(f"[dit] step {step:6d}  loss {l:.4f}  {(step - last_step) / (now - last_t):7.1f} steps/s  "
                 f"lr {lr:.2e}  t {now - t0:6.1f}s")
@@ -773,6 +771,8 @@ def main():
         ("DiT training time", f"{t_train:.1f} s"),
         ("classifier test accuracy", f"{cls_acc * 100:.2f} % ({t_cls:.1f} s)"),
         ("reference sample class acc", f"{ref_acc * 100:.1f} % ({args.steps} steps, cfg {args.cfg}, {t_ref:.1f} s)"),
+        ("quality targets", ("classifier >= 90%: " + ("OK" if cls_acc >= 0.90 else "MISSED")) +
+                             ("; samples >= 80%: " + ("OK" if ref_acc >= 0.80 else "MISSED"))),
         ("exported file", f"{args.out} {size / 1e6:.2f} MB"),
         ("total wall time", f"{total:.1f} s"),
     ]
