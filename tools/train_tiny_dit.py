@@ -1,0 +1,787 @@
+#!/usr/bin/env python3
+"""Tiny class-conditional diffusion transformer (DiT) on Fashion-MNIST for the lwo demo (issue 7).
+
+Modes
+-----
+  train (default):
+      python3 tools/train_tiny_dit.py --data .data/fashion-mnist \
+          --out examples/tiny_dit.safetensors --time-budget 180
+      -> trains the DiT (rectified flow) for --time-budget seconds, exports the EMA weights as
+         bf16 safetensors, trains an independent CNN classifier (<= --cls-budget s), runs the
+         float32 reference sampler on the *exported* file, scores it, prints a summary table.
+  --sample-ref:   load --out, write --ref-out (raw float32) + PNG grid, score if --classifier exists
+  --score F.f32 --classifier build/fmnist_classifier.pt
+  --compare A.f32 B.f32          relative L2 ||A-B|| / ||B|| (and max abs diff)
+  --smoke:        tiny step counts / subsets, proves the pipeline end to end on CPU
+                  (writes to build/smoke_* unless paths are given explicitly).
+
+Data: the four IDX .gz files of Fashion-MNIST in --data (parsed with gzip + numpy).
+Pixels: x = u8 / 127.5 - 1, i.e. in [-1, 1]; image layout [C=1, H=28, W=28].
+
+Architecture "tiny-dit-v1" (defaults: D=hidden=256, depth=6, heads=4, head_dim=64, patch p=2,
+image 28x28x1, tokens T=(28/p)^2=196, token dim P=p*p*C=4, MLP hidden 4*D=1024, 10 classes +
+null class 10, LayerNorm eps=1e-6 without affine params).  All matmuls are nn.Linear:
+y = x @ W^T + b with W stored [out, in].  Every op, in order (B = batch):
+
+  inputs: x [B,1,28,28] float32 (the current noisy image x_t), t [B] float32 in [0,1],
+          y [B] int class in 0..9, or 10 = null class (unconditional, for CFG)
+  1. patchify: token n = r*G + c (G = 28/p, row-major over patch rows r / cols c); the token
+     vector (length P) is ordered (py, px, ch): element (py*p + px)*C + ch = x[ch, r*p+py, c*p+px]
+  2. h = x_embedder(tokens)                          Linear P->D          [B,T,D]
+  3. h = h + pos_embed                               tensor `pos_embed` [T,D] (use the file's
+     tensor; it is fixed 2-D sin-cos: with D4=D/4, w_k = 1/10000^(k/D4), k<D4, for token (r,c):
+     dims [0,D4) = sin(c*w_k), [D4,2*D4) = cos(c*w_k), [2*D4,3*D4) = sin(r*w_k),
+     [3*D4,D) = cos(r*w_k); computed in float64, stored bf16 like everything else)
+  4. timestep embedding (float32): half=128, f_k = exp(-ln(10000) * k / 128), k=0..127,
+     a_k = (1000*t) * f_k, e = [cos(a_0..a_127), sin(a_0..a_127)]   (cos FIRST)   [B,256]
+     te = t_embedder.mlp.2( SiLU( t_embedder.mlp.0(e) ) )   Linear 256->D, SiLU, Linear D->D
+  5. ye = y_embedder.embedding_table.weight[y]       row lookup in [11, D]
+  6. c = te + ye                                     [B,D];  sc = SiLU(c) (reused below)
+  7. for each block i in 0..depth-1 (prefix blocks.i.):
+       m = adaLN_modulation.1(sc)                    Linear D->6D, split in 6 chunks of D, in
+           order: shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp
+       a = LN(h) * (1 + scale_msa) + shift_msa       (LN: mean / biased var over D, eps 1e-6,
+                                                      (h-mean)/sqrt(var+eps), no affine)
+       qkv = attn.qkv(a)                             Linear D->3D; output feature j:
+           j in [0,D) = q, [D,2D) = k, [2D,3D) = v; inside each, head hh owns dims
+           [hh*hd, (hh+1)*hd)   (hd = D/heads)
+       per head: o = softmax(q k^T / sqrt(hd)) v     (softmax over keys; no mask)
+       o = concat heads (head-major, [B,T,D]);  o = attn.proj(o)       Linear D->D
+       h = h + gate_msa * o
+       a = LN(h) * (1 + scale_mlp) + shift_mlp
+       a = mlp.fc2( GELU_tanh( mlp.fc1(a) ) )        Linear D->4D, GELU, Linear 4D->D
+           GELU_tanh(x) = 0.5 x (1 + tanh( sqrt(2/pi) (x + 0.044715 x^3) ))
+       h = h + gate_mlp * a
+  8. m = final_layer.adaLN_modulation.1(sc)          Linear D->2D, chunks: shift, scale
+     h = LN(h) * (1 + scale) + shift
+     o = final_layer.linear(h)                       Linear D->P  [B,T,P]
+  9. unpatchify (inverse of 1) -> v [B,1,28,28] = predicted velocity (noise - x0)
+
+Rectified flow: x_t = (1 - t) x0 + t * noise, the model predicts v = noise - x0.  Training:
+t = sigmoid(N(0,1)) (logit-normal), MSE on v, class dropped to the null class with p = 0.1.
+
+Sampler "rectified-flow-euler" (float32, weights upcast from the bf16 file):
+  t_i = float32((steps - i) / steps) for i = 0..steps (t_0 = 1, t_steps = 0)
+  x = noise;  for i in 0..steps-1:
+      if cfg != 1:  v = v_u + cfg * (v_c - v_u),  v_c = model(x, t_i, y), v_u = model(x, t_i, 10)
+      else:         v = model(x, t_i, y)
+      x = x + (t_{i+1} - t_i) * v            (dt = t_{i+1} - t_i in float32, negative)
+  output = clamp(x, -1, 1).   Defaults: steps = 20, cfg = 2.0 (both in the file metadata).
+
+Noise generator "splitmix64-boxmuller-v1" (numpy here; the C side reproduces it bit-exactly):
+  splitmix64 with uint64 state = seed:  next(): state += 0x9E3779B97F4A7C15; z = state;
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9; z = (z ^ (z >> 27)) * 0x94D049BB133111EB;
+      return z ^ (z >> 31)          (all mod 2^64; seed 0 -> first output 0xE220A8397B1DCDAF)
+  uniform from draw z: u = ((z >> 11) + 0.5) * 2^-53     (float64, strictly inside (0,1))
+  normal n (n = 0,1,2,...) uses draws 2n (u1) and 2n+1 (u2), only the cosine branch:
+      g = sqrt(-2 ln u1) * cos(2 pi u2)     in float64, then cast to float32 (round to nearest)
+  Order of n: sample-major, then channel, row, col: n = ((s*C + ch)*H + row)*W + col.
+  Reference set: 100 samples, sample s has class s // 10, default seed 0.
+
+Outputs: raw float32 little-endian [N, 28, 28] files (class-major: sample i has class
+i // (N/10)); scoring = fraction whose classifier argmax equals their class.
+
+File (safetensors, every tensor bf16, PyTorch names such as blocks.0.attn.qkv.weight,
+pos_embed, y_embedder.embedding_table.weight), __metadata__ string values: lwo.arch =
+"tiny-dit-v1", lwo.hidden, lwo.depth, lwo.heads, lwo.head_dim, lwo.patch, lwo.image_size,
+lwo.channels, lwo.num_classes (10), lwo.null_class (10), lwo.mlp_ratio, lwo.mlp_hidden,
+lwo.gelu ("tanh"), lwo.eps ("1e-06"), lwo.time_embed_dim ("256"), lwo.time_scale ("1000"),
+lwo.time_max_period ("10000"), lwo.time_freq (convention text), lwo.pos_embed, lwo.patch_order,
+lwo.sampler ("rectified-flow-euler"), lwo.prediction ("velocity: noise - x0"), lwo.steps,
+lwo.cfg_scale, lwo.noise ("splitmix64-boxmuller-v1"), lwo.pixel_range, lwo.train_steps,
+lwo.train_loss, lwo.ema_decay.
+"""
+import argparse
+import gzip
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError:  # --compare works without torch
+    torch = None
+
+ARCH = "tiny-dit-v1"
+NOISE = "splitmix64-boxmuller-v1"
+TIME_DIM = 256
+TIME_SCALE = 1000.0
+MAX_PERIOD = 10000.0
+EPS = 1e-6
+NUM_CLASSES = 10
+IMG = 28
+CH = 1
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+# ----------------------------------------------------------------------------- data
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    magic = int.from_bytes(data[0:4], "big")
+    ndim = magic & 0xFF
+    if (magic >> 8) != 0x08:  # unsigned byte
+        raise ValueError(f"{path}: unexpected IDX magic {magic:#x}")
+    dims = [int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim)]
+    arr = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim)
+    if arr.size != int(np.prod(dims)):
+        raise ValueError(f"{path}: size mismatch")
+    return arr.reshape(dims).copy()
+
+
+def load_fmnist(d):
+    def p(name):
+        return os.path.join(d, name)
+    xtr = read_idx(p("train-images-idx3-ubyte.gz"))
+    ytr = read_idx(p("train-labels-idx1-ubyte.gz"))
+    xte = read_idx(p("t10k-images-idx3-ubyte.gz"))
+    yte = read_idx(p("t10k-labels-idx1-ubyte.gz"))
+    assert xtr.shape == (60000, 28, 28) and ytr.shape == (60000,), (xtr.shape, ytr.shape)
+    assert xte.shape == (10000, 28, 28) and yte.shape == (10000,), (xte.shape, yte.shape)
+    return xtr, ytr, xte, yte
+
+
+# ----------------------------------------------------------------------------- noise generator
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+M1 = np.uint64(0xBF58476D1CE4E5B9)
+M2 = np.uint64(0x94D049BB133111EB)
+
+
+def splitmix64_draws(seed, count):
+    """Draws 1..count of splitmix64 seeded with `seed` (state_k = seed + k*GOLDEN, k>=1)."""
+    with np.errstate(over="ignore"):
+        k = np.arange(1, count + 1, dtype=np.uint64)
+        z = np.uint64(seed & 0xFFFFFFFFFFFFFFFF) + k * GOLDEN
+        z = (z ^ (z >> np.uint64(30))) * M1
+        z = (z ^ (z >> np.uint64(27))) * M2
+        z = z ^ (z >> np.uint64(31))
+    return z
+
+
+def gen_noise(seed, n_samples, c=CH, h=IMG, w=IMG):
+    """float32 [n_samples, c, h, w] standard normals, see module docstring."""
+    n = n_samples * c * h * w
+    z = splitmix64_draws(seed, 2 * n)
+    u = ((z >> np.uint64(11)).astype(np.float64) + 0.5) * (2.0 ** -53)
+    u1, u2 = u[0::2], u[1::2]
+    g = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
+    return g.astype(np.float32).reshape(n_samples, c, h, w)
+
+
+def selftest_noise():
+    z = splitmix64_draws(0, 3)
+    assert int(z[0]) == 0xE220A8397B1DCDAF, hex(int(z[0]))
+    assert int(z[1]) == 0x6E789E6AA1B965F4, hex(int(z[1]))
+    g = gen_noise(0, 100)
+    assert abs(float(g.mean())) < 0.02 and abs(float(g.std()) - 1) < 0.02, (g.mean(), g.std())
+
+
+# ----------------------------------------------------------------------------- model
+def pos_embed_2d(d, g):
+    d4 = d // 4
+    assert d % 4 == 0
+    w = 1.0 / (10000.0 ** (np.arange(d4, dtype=np.float64) / d4))
+    r, c = np.meshgrid(np.arange(g, dtype=np.float64), np.arange(g, dtype=np.float64), indexing="ij")
+    r, c = r.reshape(-1, 1), c.reshape(-1, 1)  # token n = r*g + c
+    emb = np.concatenate([np.sin(c * w), np.cos(c * w), np.sin(r * w), np.cos(r * w)], axis=1)
+    return emb.astype(np.float32)  # [g*g, d]
+
+
+if torch is not None:
+
+    def timestep_embedding(t):
+        half = TIME_DIM // 2
+        freqs = torch.exp(-math.log(MAX_PERIOD) *
+                          torch.arange(half, dtype=torch.float32, device=t.device) / half)
+        args = (t.float() * TIME_SCALE)[:, None] * freqs[None]
+        return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+
+    class TimestepEmbedder(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.mlp = nn.Sequential(nn.Linear(TIME_DIM, d), nn.SiLU(), nn.Linear(d, d))
+
+        def forward(self, t):
+            return self.mlp(timestep_embedding(t))
+
+    class LabelEmbedder(nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.embedding_table = nn.Embedding(NUM_CLASSES + 1, d)
+
+        def forward(self, y):
+            return self.embedding_table(y)
+
+    class Attention(nn.Module):
+        def __init__(self, d, heads):
+            super().__init__()
+            self.heads = heads
+            self.qkv = nn.Linear(d, 3 * d)
+            self.proj = nn.Linear(d, d)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            qkv = self.qkv(x).reshape(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+            q, k, v = qkv[0], qkv[1], qkv[2]  # [B,H,T,hd]
+            o = F.scaled_dot_product_attention(q, k, v)
+            return self.proj(o.transpose(1, 2).reshape(b, t, d))
+
+    class Mlp(nn.Module):
+        def __init__(self, d, hidden):
+            super().__init__()
+            self.fc1 = nn.Linear(d, hidden)
+            self.act = nn.GELU(approximate="tanh")
+            self.fc2 = nn.Linear(hidden, d)
+
+        def forward(self, x):
+            return self.fc2(self.act(self.fc1(x)))
+
+    def modulate(x, shift, scale):
+        return x * (1 + scale.unsqueeze(1)) + shift.unsqueeze(1)
+
+    class DiTBlock(nn.Module):
+        def __init__(self, d, heads, mlp_ratio):
+            super().__init__()
+            self.norm1 = nn.LayerNorm(d, elementwise_affine=False, eps=EPS)
+            self.attn = Attention(d, heads)
+            self.norm2 = nn.LayerNorm(d, elementwise_affine=False, eps=EPS)
+            self.mlp = Mlp(d, int(d * mlp_ratio))
+            self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(d, 6 * d))
+
+        def forward(self, x, c):
+            sm, cm, gm, sp, cp, gp = self.adaLN_modulation(c).chunk(6, dim=1)
+            x = x + gm.unsqueeze(1) * self.attn(modulate(self.norm1(x), sm, cm))
+            x = x + gp.unsqueeze(1) * self.mlp(modulate(self.norm2(x), sp, cp))
+            return x
+
+    class FinalLayer(nn.Module):
+        def __init__(self, d, out):
+            super().__init__()
+            self.norm_final = nn.LayerNorm(d, elementwise_affine=False, eps=EPS)
+            self.linear = nn.Linear(d, out)
+            self.adaLN_modulation = nn.Sequential(nn.SiLU(), nn.Linear(d, 2 * d))
+
+        def forward(self, x, c):
+            shift, scale = self.adaLN_modulation(c).chunk(2, dim=1)
+            return self.linear(modulate(self.norm_final(x), shift, scale))
+
+    class TinyDiT(nn.Module):
+        def __init__(self, hidden=256, depth=6, heads=4, patch=2, mlp_ratio=4.0):
+            super().__init__()
+            assert IMG % patch == 0 and hidden % heads == 0 and hidden % 4 == 0
+            self.hidden, self.depth, self.heads, self.patch, self.mlp_ratio = \
+                hidden, depth, heads, patch, mlp_ratio
+            self.grid = IMG // patch
+            pdim = patch * patch * CH
+            self.x_embedder = nn.Linear(pdim, hidden)
+            self.register_buffer("pos_embed", torch.from_numpy(pos_embed_2d(hidden, self.grid)))
+            self.t_embedder = TimestepEmbedder(hidden)
+            self.y_embedder = LabelEmbedder(hidden)
+            self.blocks = nn.ModuleList([DiTBlock(hidden, heads, mlp_ratio) for _ in range(depth)])
+            self.final_layer = FinalLayer(hidden, pdim)
+            self._init()
+
+        def _init(self):
+            def basic(m):
+                if isinstance(m, nn.Linear):
+                    nn.init.xavier_uniform_(m.weight)
+                    nn.init.zeros_(m.bias)
+            self.apply(basic)
+            nn.init.normal_(self.y_embedder.embedding_table.weight, std=0.02)
+            nn.init.normal_(self.t_embedder.mlp[0].weight, std=0.02)
+            nn.init.normal_(self.t_embedder.mlp[2].weight, std=0.02)
+            for blk in self.blocks:  # adaLN-zero
+                nn.init.zeros_(blk.adaLN_modulation[1].weight)
+                nn.init.zeros_(blk.adaLN_modulation[1].bias)
+            nn.init.zeros_(self.final_layer.adaLN_modulation[1].weight)
+            nn.init.zeros_(self.final_layer.adaLN_modulation[1].bias)
+            nn.init.zeros_(self.final_layer.linear.weight)
+            nn.init.zeros_(self.final_layer.linear.bias)
+
+        def patchify(self, x):
+            b, p, g = x.shape[0], self.patch, self.grid
+            x = x.reshape(b, CH, g, p, g, p).permute(0, 2, 4, 3, 5, 1)  # b, r, c, py, px, ch
+            return x.reshape(b, g * g, p * p * CH)
+
+        def unpatchify(self, x):
+            b, p, g = x.shape[0], self.patch, self.grid
+            x = x.reshape(b, g, g, p, p, CH).permute(0, 5, 1, 3, 2, 4)  # b, ch, r, py, c, px
+            return x.reshape(b, CH, IMG, IMG)
+
+        def forward(self, x, t, y):
+            h = self.x_embedder(self.patchify(x)) + self.pos_embed
+            c = self.t_embedder(t) + self.y_embedder(y)
+            for blk in self.blocks:
+                h = blk(h, c)
+            return self.unpatchify(self.final_layer(h, c))
+
+    # ------------------------------------------------------------------------- classifier
+    class FmnistCNN(nn.Module):
+        """Independent scorer: input [B,1,28,28] in [-1,1] -> 10 logits."""
+        def __init__(self):
+            super().__init__()
+
+            def cbr(i, o):
+                return [nn.Conv2d(i, o, 3, padding=1, bias=False), nn.BatchNorm2d(o), nn.ReLU(inplace=True)]
+            self.net = nn.Sequential(
+                *cbr(1, 32), *cbr(32, 32), nn.MaxPool2d(2), nn.Dropout(0.25),
+                *cbr(32, 64), *cbr(64, 64), nn.MaxPool2d(2), nn.Dropout(0.25),
+                nn.Flatten(), nn.Linear(64 * 7 * 7, 256, bias=False), nn.BatchNorm1d(256),
+                nn.ReLU(inplace=True), nn.Dropout(0.5), nn.Linear(256, 10))
+
+        def forward(self, x):
+            return self.net(x)
+
+
+# ----------------------------------------------------------------------------- helpers
+def to_unit(x_u8_tensor):
+    return x_u8_tensor.float().div_(127.5).sub_(1.0)
+
+
+def pick_device(arg):
+    if arg:
+        return torch.device(arg)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def sync(dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def ensure_dir(path):
+    d = os.path.dirname(path)
+    if d:
+        os.makedirs(d, exist_ok=True)
+
+
+def metadata(model, args, steps_done, final_loss):
+    return {
+        "lwo.arch": ARCH,
+        "lwo.hidden": str(model.hidden),
+        "lwo.depth": str(model.depth),
+        "lwo.heads": str(model.heads),
+        "lwo.head_dim": str(model.hidden // model.heads),
+        "lwo.patch": str(model.patch),
+        "lwo.image_size": str(IMG),
+        "lwo.channels": str(CH),
+        "lwo.num_classes": str(NUM_CLASSES),
+        "lwo.null_class": str(NUM_CLASSES),
+        "lwo.mlp_ratio": str(model.mlp_ratio),
+        "lwo.mlp_hidden": str(int(model.hidden * model.mlp_ratio)),
+        "lwo.gelu": "tanh",
+        "lwo.eps": repr(EPS),
+        "lwo.time_embed_dim": str(TIME_DIM),
+        "lwo.time_scale": str(int(TIME_SCALE)),
+        "lwo.time_max_period": str(int(MAX_PERIOD)),
+        "lwo.time_freq": "f_k=exp(-ln(10000)*k/128), k<128; a=1000*t*f_k; emb=[cos(a), sin(a)] (cos first)",
+        "lwo.pos_embed": "tensor pos_embed [T,D]: 2d sin-cos, [sin(col*w),cos(col*w),sin(row*w),cos(row*w)], w_k=10000^(-k/(D/4))",
+        "lwo.patch_order": "token n=r*G+c; vector element (py*p+px)*C+ch",
+        "lwo.adaln_order": "block: shift_msa,scale_msa,gate_msa,shift_mlp,scale_mlp,gate_mlp; final: shift,scale",
+        "lwo.sampler": "rectified-flow-euler",
+        "lwo.prediction": "velocity: noise - x0 (x_t = (1-t) x0 + t noise)",
+        "lwo.steps": str(args.steps),
+        "lwo.cfg_scale": repr(float(args.cfg)),
+        "lwo.noise": NOISE,
+        "lwo.pixel_range": "[-1,1]",
+        "lwo.train_steps": str(steps_done),
+        "lwo.train_loss": f"{final_loss:.5f}",
+        "lwo.ema_decay": repr(args.ema),
+    }
+
+
+def export(ema_model, path, meta):
+    from safetensors.torch import save_file
+    ensure_dir(path)
+    sd = {k: v.detach().to(torch.bfloat16).cpu().contiguous() for k, v in ema_model.state_dict().items()}
+    save_file(sd, path, metadata=meta)
+    return os.path.getsize(path)
+
+
+def load_exported(path, dev):
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+    with safe_open(path, framework="pt") as f:
+        meta = f.metadata()
+    assert meta.get("lwo.arch") == ARCH, meta.get("lwo.arch")
+    model = TinyDiT(hidden=int(meta["lwo.hidden"]), depth=int(meta["lwo.depth"]),
+                    heads=int(meta["lwo.heads"]), patch=int(meta["lwo.patch"]),
+                    mlp_ratio=float(meta["lwo.mlp_ratio"]))
+    sd = {k: v.float() for k, v in load_file(path).items()}
+    model.load_state_dict(sd, strict=True)
+    return model.to(dev).eval(), meta
+
+
+# ----------------------------------------------------------------------------- DiT training
+def train_dit(args, xtr, ytr, dev):
+    import copy
+    torch.manual_seed(args.train_seed)
+    model = TinyDiT(args.hidden, args.depth, args.heads, args.patch, args.mlp_ratio).to(dev)
+    ema = copy.deepcopy(model).eval()
+    for p in ema.parameters():
+        p.requires_grad_(False)
+    nparams = sum(p.numel() for p in model.parameters())
+    log(f"[dit] params {nparams/1e6:.2f} M  hidden {args.hidden} depth {args.depth} heads {args.heads} "
+        f"patch {args.patch} tokens {(IMG // args.patch) ** 2}  batch {args.batch}  device {dev}")
+    opt_kw = dict(lr=args.lr, betas=(0.9, 0.99), weight_decay=0.0)
+    if dev.type == "cuda":
+        opt_kw["fused"] = True
+    opt = torch.optim.AdamW(model.parameters(), **opt_kw)
+    params = [p for p in model.parameters()]
+    ema_params = [p for p in ema.parameters()]
+
+    X = torch.from_numpy(xtr).to(dev)  # uint8 [N,28,28]
+    Y = torch.from_numpy(ytr.astype(np.int64)).to(dev)
+    n = X.shape[0]
+    use_amp = dev.type == "cuda"
+    t0 = time.time()
+    last_t, last_step = t0, 0
+    step, loss_acc, loss_cnt, final_loss = 0, 0.0, 0, float("nan")
+    while True:
+        if args.max_steps and step >= args.max_steps:
+            break
+        if time.time() - t0 >= args.time_budget:
+            break
+        idx = torch.randint(0, n, (args.batch,), device=dev)
+        x0 = to_unit(X[idx]).unsqueeze(1)
+        y = Y[idx]
+        y = torch.where(torch.rand(args.batch, device=dev) < args.label_drop,
+                        torch.full_like(y, NUM_CLASSES), y)
+        t = torch.sigmoid(torch.randn(args.batch, device=dev))
+        noise = torch.randn_like(x0)
+        tb = t.view(-1, 1, 1, 1)
+        xt = (1 - tb) * x0 + tb * noise
+        target = noise - x0
+        lr = args.lr * min(1.0, (step + 1) / args.warmup)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=use_amp):
+            pred = model(xt, t, y)
+        loss = F.mse_loss(pred.float(), target)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        d = min(args.ema, (1 + step) / (10 + step))
+        with torch.no_grad():
+            torch._foreach_lerp_(ema_params, params, 1.0 - d)
+        loss_acc = loss_acc + loss.detach()
+        loss_cnt += 1
+        step += 1
+        if step % args.log_every == 0:
+            now = time.time()
+            l = float(loss_acc) / loss_cnt
+            final_loss = l
+            log(f"[dit] step {step:6d}  loss {l:.4f}  {(step - last_step) / (now - last_t):7.1f} steps/s  "
+                f"lr {lr:.2e}  t {now - t0:6.1f}s")
+            last_t, last_step = now, step
+            loss_acc, loss_cnt = 0.0, 0
+    sync(dev)
+    if loss_cnt:
+        final_loss = float(loss_acc) / loss_cnt
+    elapsed = time.time() - t0
+    log(f"[dit] done: {step} steps in {elapsed:.1f}s, final loss {final_loss:.4f}")
+    return ema, step, final_loss, elapsed
+
+
+# ----------------------------------------------------------------------------- classifier
+def train_classifier(args, xtr, ytr, xte, yte, dev):
+    torch.manual_seed(args.train_seed + 1)
+    model = FmnistCNN().to(dev)
+    X = to_unit(torch.from_numpy(xtr).to(dev)).unsqueeze(1)
+    Y = torch.from_numpy(ytr.astype(np.int64)).to(dev)
+    n, bs = X.shape[0], 256
+    steps_per_epoch = (n + bs - 1) // bs
+    total = steps_per_epoch * args.cls_epochs
+    opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=1e-4)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=2e-3, total_steps=total, pct_start=0.2)
+    t0 = time.time()
+    done = 0
+    for ep in range(args.cls_epochs):
+        model.train()
+        perm = torch.randperm(n, device=dev)
+        for i in range(steps_per_epoch):
+            idx = perm[i * bs:(i + 1) * bs]
+            xb = X[idx]
+            if args.cls_augment:  # random horizontal flip (label preserving for Fashion-MNIST)
+                flip = torch.rand(xb.shape[0], device=dev) < 0.5
+                xb = torch.where(flip.view(-1, 1, 1, 1), xb.flip(3), xb)
+            loss = F.cross_entropy(model(xb), Y[idx], label_smoothing=0.05)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            if done < total - 1:
+                sched.step()
+            done += 1
+        sync(dev)
+        acc = eval_classifier(model, xte, yte, dev)
+        log(f"[cls] epoch {ep + 1}/{args.cls_epochs}  loss {loss.item():.4f}  test acc {acc * 100:.2f}%  "
+            f"t {time.time() - t0:.1f}s")
+        if time.time() - t0 > args.cls_budget:
+            log("[cls] time budget reached, stopping")
+            break
+    acc = eval_classifier(model, xte, yte, dev)
+    ensure_dir(args.classifier_out)
+    torch.save({"arch": "fmnist-cnn-v1", "state_dict": model.state_dict()}, args.classifier_out)
+    return model, acc, time.time() - t0
+
+
+@torch.no_grad() if torch is not None else (lambda f: f)
+def classify(model, imgs, dev):
+    """imgs: float32 numpy [N,28,28] in [-1,1] -> predicted labels numpy [N]."""
+    model.eval()
+    out = []
+    for i in range(0, imgs.shape[0], 1000):
+        xb = torch.from_numpy(np.ascontiguousarray(imgs[i:i + 1000])).to(dev).float().unsqueeze(1)
+        out.append(model(xb).argmax(1).cpu().numpy())
+    return np.concatenate(out)
+
+
+def eval_classifier(model, xte, yte, dev):
+    pred = classify(model, xte.astype(np.float32) / 127.5 - 1.0, dev)
+    return float((pred == yte).mean())
+
+
+def load_classifier(path, dev):
+    ck = torch.load(path, map_location=dev, weights_only=True)
+    model = FmnistCNN().to(dev)
+    model.load_state_dict(ck["state_dict"])
+    return model.eval()
+
+
+def score_samples(cls_model, samples, dev, verbose=True):
+    n = samples.shape[0]
+    assert n % NUM_CLASSES == 0, n
+    per = n // NUM_CLASSES
+    labels = np.arange(n) // per
+    pred = classify(cls_model, samples, dev)
+    ok = pred == labels
+    if verbose:
+        pc = " ".join(f"{c}:{ok[labels == c].mean() * 100:.0f}%" for c in range(NUM_CLASSES))
+        log(f"[score] per class: {pc}")
+    return float(ok.mean())
+
+
+# ----------------------------------------------------------------------------- sampling
+@torch.no_grad() if torch is not None else (lambda f: f)
+def sample_euler(model, noise, labels, steps, cfg, dev):
+    """Float32 Euler sampler (see docstring).  noise: float32 numpy [N,1,28,28]."""
+    x = torch.from_numpy(noise).to(dev)
+    y = torch.from_numpy(labels.astype(np.int64)).to(dev)
+    n = x.shape[0]
+    ynull = torch.full_like(y, NUM_CLASSES)
+    ts = [np.float32((steps - i) / steps) for i in range(steps + 1)]
+    for i in range(steps):
+        t = torch.full((n,), float(ts[i]), dtype=torch.float32, device=dev)
+        if cfg != 1.0:
+            v2 = model(torch.cat([x, x]), torch.cat([t, t]), torch.cat([y, ynull]))
+            vc, vu = v2[:n], v2[n:]
+            v = vu + cfg * (vc - vu)
+        else:
+            v = model(x, t, y)
+        dt = float(np.float32(ts[i + 1] - ts[i]))
+        x = x + dt * v
+    return x.clamp(-1.0, 1.0).squeeze(1).cpu().numpy().astype(np.float32)
+
+
+def save_grid_png(samples, path, ncol=10):
+    n = samples.shape[0]
+    nrow = (n + ncol - 1) // ncol
+    pad = 2
+    H = nrow * (IMG + pad) + pad
+    W = ncol * (IMG + pad) + pad
+    grid = np.full((H, W), 255, dtype=np.uint8)
+    img = np.clip((samples + 1.0) * 127.5 + 0.5, 0, 255).astype(np.uint8)
+    for i in range(n):
+        r, c = divmod(i, ncol)
+        grid[pad + r * (IMG + pad): pad + r * (IMG + pad) + IMG,
+             pad + c * (IMG + pad): pad + c * (IMG + pad) + IMG] = img[i]
+    ensure_dir(path)
+    try:
+        from PIL import Image
+        Image.fromarray(grid, mode="L").resize((W * 3, H * 3), Image.NEAREST).save(path)
+        return path
+    except ImportError:
+        pgm = os.path.splitext(path)[0] + ".pgm"
+        with open(pgm, "wb") as f:
+            f.write(f"P5 {W} {H} 255\n".encode())
+            f.write(grid.tobytes())
+        return pgm
+
+
+def run_reference(args, dev, cls_model=None):
+    """Loads the EXPORTED bf16 file, samples 10 classes x 10 in float32, writes .f32 + PNG."""
+    # plain float32 for the reference: no TF32 anywhere
+    if dev.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    model, meta = load_exported(args.out, dev)
+    steps = args.steps
+    cfg = args.cfg
+    n = NUM_CLASSES * args.per_class
+    noise = gen_noise(args.seed, n)
+    labels = np.arange(n) // args.per_class
+    t0 = time.time()
+    samples = sample_euler(model, noise, labels, steps, cfg, dev)
+    sync(dev)
+    dt = time.time() - t0
+    ensure_dir(args.ref_out)
+    samples.tofile(args.ref_out)
+    png = save_grid_png(samples, os.path.splitext(args.ref_out)[0] + ".png")
+    log(f"[ref] {n} samples, {steps} Euler steps, cfg {cfg}, seed {args.seed}, {dt:.2f}s -> "
+        f"{args.ref_out} ({os.path.getsize(args.ref_out)} bytes), {png}")
+    log(f"[ref] noise[0,0,0,:4] = {noise[0, 0, 0, :4].tolist()}  sample mean {samples.mean():.4f} "
+        f"std {samples.std():.4f}")
+    if dev.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    acc = None
+    if cls_model is None and args.classifier and os.path.exists(args.classifier):
+        cls_model = load_classifier(args.classifier, dev)
+    if cls_model is not None:
+        acc = score_samples(cls_model, samples, dev)
+        log(f"[ref] class accuracy of reference samples: {acc * 100:.1f}% (target >= 80%)")
+    return samples, acc, dt
+
+
+def read_f32(path):
+    a = np.fromfile(path, dtype="<f4")
+    assert a.size % (IMG * IMG) == 0, f"{path}: {a.size} floats is not N x 28 x 28"
+    return a.reshape(-1, IMG, IMG)
+
+
+# ----------------------------------------------------------------------------- main
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", default=".data/fashion-mnist")
+    ap.add_argument("--out", default=None, help="exported bf16 safetensors (default examples/tiny_dit.safetensors)")
+    ap.add_argument("--classifier-out", default=None, help="default build/fmnist_classifier.pt")
+    ap.add_argument("--classifier", default=None, help="classifier for --score / --sample-ref")
+    ap.add_argument("--ref-out", default=None, help="default build/ref_samples.f32")
+    ap.add_argument("--time-budget", type=float, default=180.0, help="DiT training seconds")
+    ap.add_argument("--max-steps", type=int, default=0, help="stop DiT training after N steps (0 = time only)")
+    ap.add_argument("--cls-budget", type=float, default=60.0, help="classifier training seconds (checked per epoch)")
+    ap.add_argument("--cls-epochs", type=int, default=5)
+    ap.add_argument("--cls-augment", type=int, default=1)
+    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--depth", type=int, default=6)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--patch", type=int, default=2)
+    ap.add_argument("--mlp-ratio", type=float, default=4.0)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--lr", type=float, default=3e-4)
+    ap.add_argument("--warmup", type=int, default=200)
+    ap.add_argument("--ema", type=float, default=0.999)
+    ap.add_argument("--label-drop", type=float, default=0.1)
+    ap.add_argument("--log-every", type=int, default=100)
+    ap.add_argument("--train-seed", type=int, default=1234)
+    ap.add_argument("--steps", type=int, default=20, help="Euler sampling steps")
+    ap.add_argument("--cfg", type=float, default=2.0, help="classifier-free guidance scale (1 = off)")
+    ap.add_argument("--seed", type=int, default=0, help="reference noise seed (splitmix64)")
+    ap.add_argument("--per-class", type=int, default=10)
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--smoke", action="store_true", help="tiny run for CPU testing")
+    ap.add_argument("--sample-ref", action="store_true")
+    ap.add_argument("--score", default=None, metavar="FILE.f32")
+    ap.add_argument("--compare", nargs=2, default=None, metavar=("A.f32", "B.f32"))
+    args = ap.parse_args()
+
+    if args.compare:
+        a, b = read_f32(args.compare[0]), read_f32(args.compare[1])
+        assert a.shape == b.shape, (a.shape, b.shape)
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        rel = np.linalg.norm(a64 - b64) / max(np.linalg.norm(b64), 1e-30)
+        log(f"relative L2 ||A-B||/||B|| = {rel:.6e}   max |A-B| = {np.abs(a64 - b64).max():.6e}   "
+            f"N = {a.shape[0]}")
+        return 0
+
+    if torch is None:
+        log("PyTorch is required for this mode")
+        return 2
+    selftest_noise()
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cudnn.benchmark = True
+    dev = pick_device(args.device)
+
+    sm = "build/smoke_" if args.smoke else None
+    if args.out is None:
+        args.out = sm + "tiny_dit.safetensors" if sm else "examples/tiny_dit.safetensors"
+    if args.classifier_out is None:
+        args.classifier_out = sm + "fmnist_classifier.pt" if sm else "build/fmnist_classifier.pt"
+    if args.ref_out is None:
+        args.ref_out = sm + "ref_samples.f32" if sm else "build/ref_samples.f32"
+    if args.classifier is None:
+        args.classifier = args.classifier_out
+
+    if args.score:
+        cls_model = load_classifier(args.classifier, dev)
+        s = read_f32(args.score)
+        acc = score_samples(cls_model, s, dev)
+        log(f"{args.score}: {s.shape[0]} samples, {acc * 100:.1f}% classified as their class")
+        return 0
+
+    if args.sample_ref:
+        run_reference(args, dev)
+        return 0
+
+    if args.smoke:
+        args.time_budget = min(args.time_budget, 60.0)
+        args.max_steps = args.max_steps or 6
+        args.batch = min(args.batch, 16)
+        args.log_every = 2
+        args.cls_epochs = 1
+        args.steps = min(args.steps, 3)
+
+    T0 = time.time()
+    xtr, ytr, xte, yte = load_fmnist(args.data)
+    log(f"[data] train {xtr.shape} test {xte.shape} from {args.data}  ({time.time() - T0:.1f}s)")
+    cls_xtr, cls_ytr, cls_xte, cls_yte = xtr, ytr, xte, yte
+    if args.smoke:
+        cls_xtr, cls_ytr, cls_xte, cls_yte = xtr[:2000], ytr[:2000], xte[:1000], yte[:1000]
+
+    ema, steps_done, final_loss, t_train = train_dit(args, xtr, ytr, dev)
+    size = export(ema, args.out, metadata(ema, args, steps_done, final_loss))
+    log(f"[export] {args.out}: {size / 1e6:.2f} MB bf16")
+    if size > 30e6:
+        log("[export] WARNING: file is larger than 30 MB")
+    del ema
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+
+    cls_model, cls_acc, t_cls = train_classifier(args, cls_xtr, cls_ytr, cls_xte, cls_yte, dev)
+    log(f"[cls] test accuracy {cls_acc * 100:.2f}% -> {args.classifier_out}"
+        + ("" if cls_acc >= 0.90 or args.smoke else "  WARNING: below 90%"))
+
+    samples, ref_acc, t_ref = run_reference(args, dev, cls_model)
+
+    total = time.time() - T0
+    rows = [
+        ("device", str(dev) + (f" ({torch.cuda.get_device_name()})" if dev.type == "cuda" else "")),
+        ("DiT training steps", f"{steps_done}"),
+        ("DiT final loss", f"{final_loss:.4f}"),
+        ("DiT training time", f"{t_train:.1f} s"),
+        ("classifier test accuracy", f"{cls_acc * 100:.2f} % ({t_cls:.1f} s)"),
+        ("reference sample class acc", f"{ref_acc * 100:.1f} % ({args.steps} steps, cfg {args.cfg}, {t_ref:.1f} s)"),
+        ("quality targets", ("classifier >= 90%: " + ("OK" if cls_acc >= 0.90 else "MISSED")) +
+                             ("; samples >= 80%: " + ("OK" if ref_acc >= 0.80 else "MISSED"))),
+        ("exported file", f"{args.out} {size / 1e6:.2f} MB"),
+        ("total wall time", f"{total:.1f} s"),
+    ]
+    w = max(len(r[0]) for r in rows)
+    log("\n==== tiny-dit summary ====")
+    for k, v in rows:
+        log(f"  {k:<{w}}  {v}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
