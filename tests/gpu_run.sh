@@ -31,4 +31,6 @@ if has tests; then
   done
 fi
 if has demo; then echo "== demo"; timeout 60 make -s demo 2>&1 | tail -n 6; fi
-if has bench; then echo "== bench"; timeout 400 make -s bench 2>&1 | tee "$O/bench.log" | tail -n 40; fi
+if has bench; then echo "== bench"; timeout 400 make -s bench 2>&1 | tee "$O/bench.log" | tail -n 12; fi
+if has gemm; then echo "== bench-gemm"; timeout 400 make -s bench-gemm 2>&1 | tee "$O/bench-gemm.log" | tail -n 60; fi
+if has stream; then echo "== bench-stream"; timeout 500 make -s bench-stream 2>&1 | tee "$O/bench-stream.log" | tail -n 30; fi
