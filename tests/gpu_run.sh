@@ -15,7 +15,8 @@ make -s gpu-build >"$O/build.log" 2>&1 || { cat "$O/build.log"; exit 1; }
 if has dit; then
   echo "== train the tiny DiT"
   timeout 420 python3 tools/train_tiny_dit.py --data .data/fashion-mnist --out build/tiny_dit.safetensors 2>&1 | tee "$O/dit.log" | tail -n 25
-  if [ -f build/tiny_dit.safetensors ]; then split -b 15m -d build/tiny_dit.safetensors "$O/tiny_dit.part"; ls -la "$O"; fi
+  if [ -f build/tiny_dit.safetensors ]; then split -b 15m -d build/tiny_dit.safetensors "$O/tiny_dit.part"; fi
+  cp build/ref_samples.f32 build/ref_samples.png build/fmnist_classifier.pt "$O/" 2>/dev/null; ls -la "$O"
 fi
 if has tests; then
   timeout 400 make -s test-gpu 2>&1 | tee "$O/test-gpu.log" | grep -vE '^\s*$' | tail -n 60
