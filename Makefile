@@ -81,7 +81,7 @@ $(B)/bench_gemm: tests/bench_gemm.c $(HDR) | $(B)
 $(B)/bench_stream: tests/bench_stream.c $(HDR) | $(B)
 	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
 GPU_TESTS := $(B)/test_gpu $(B)/test_gpu_gemm $(B)/test_gpu_stream
-GPU_BINS  := $(GPU_TESTS) $(B)/hello $(B)/bench $(if $(wildcard tests/bench_gemm.c),$(B)/bench_gemm)
+GPU_BINS  := $(GPU_TESTS) $(B)/hello $(B)/bench $(B)/bench_gemm $(B)/bench_stream
 gpu-build: $(GPU_BINS)
 test-gpu: $(GPU_BINS)
 	tests/run.sh $(GPU_TESTS)

@@ -308,7 +308,17 @@ typedef struct lwo_weight_desc {
     lwo_dtype bias_dtype;     /* 0 = f32; f32/f16/bf16 */
     const float *smooth;      /* optional f32[cols] > 0, W8A8 formats only: activations are divided
                                  by it before quantization and W's columns multiplied by it. */
+    int placement;            /* an lwo_placement. 0 = LWO_PLACE_RESIDENT */
+    int borrow_host;          /* streamed weights only: keep `data` itself as the weight's host home
+                                 (registered with the driver read-only, no copy in RAM: a mapped
+                                 checkpoint). Needs data already in the stored format and layout:
+                                 data_dtype matching `format` and cols a multiple of 64. The memory
+                                 must outlive the weight. 0 = lwo keeps a pinned copy. */
 } lwo_weight_desc;
+
+/* Where a weight lives. RESIDENT: in the arena from creation on. AUTO: lwo_streaming_plan keeps it
+   resident if the budget allows, else it streams from its host home. STREAMED: always streams. */
+typedef enum lwo_placement { LWO_PLACE_RESIDENT = 0, LWO_PLACE_AUTO, LWO_PLACE_STREAMED } lwo_placement;
 
 typedef struct lwo_weight_info {
     uint64_t rows, cols, kpad;    /* kpad: the stored row length (cols rounded up to 64) */
@@ -324,6 +334,13 @@ typedef struct lwo_weight_info {
 LWO_API lwo_result lwo_weight_create(lwo_context *ctx, const lwo_weight_desc *desc, lwo_weight **out);
 LWO_API void lwo_weight_destroy(lwo_context *ctx, lwo_weight *w);
 LWO_API lwo_result lwo_weight_get_info(lwo_context *ctx, const lwo_weight *w, lwo_weight_info *out);
+/* For your own ops on a streamable weight: acquire makes the weight readable by kernels enqueued
+   next on `stream` (waiting on the GPU for its transfer, never on the host) and fills `out` with
+   device tensors valid until release; release records that the work enqueued so far on `stream`
+   is the last to read it, so its staging slot may be refilled after that work. lwo_linear does
+   both itself. On a resident weight both are cheap and `out` is what lwo_weight_get_info gives. */
+LWO_API lwo_result lwo_weight_acquire(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w, lwo_weight_info *out);
+LWO_API lwo_result lwo_weight_release(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w);
 
 /* y[M, N] = x[M, K] W^T + bias, ordered on `stream` (NULL = compute stream).
    x: bf16 or f16 (2-D, row-major). y: f32, f16 or bf16 [M, N]. bias: NULL = the weight's own bias
@@ -1954,15 +1971,24 @@ LWO_DEF lwo_result lwo_quantize_act_int8(lwo_context *ctx, lwo_stream *s, const 
 }
 
 /* ---- weights, GEMMs and lwo_linear ---- */
+/* The streaming engine's item interface (section 8), which a streamable weight is built on. */
+typedef struct lwo__item lwo__item;
+static lwo_result lwo__item_create(lwo_context *ctx, const void *const host[3], const uint64_t bytes[3], int force, lwo__item **out);
+static lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUstream cs, lwo__CUdeviceptr *dev);
+static lwo_result lwo__item_release(lwo_context *ctx, lwo__item *it, lwo__CUstream cs);
+static uint64_t lwo__item_part_offset(const lwo__item *it, int part);
+static void lwo__item_kill(lwo_context *ctx, lwo__item *it);
 struct lwo_weight {
     uint32_t magic;
     lwo_context *ctx;
     uint64_t rows, cols, kpad;
     lwo_format format;
     lwo_tensor *data, *scales, *bias, *smooth;
-    const void *host; /* the caller's data and its layout, kept for a later streaming engine */
+    const void *host; /* the caller's data and its layout */
     lwo_dtype host_dtype;
     uint64_t host_bytes;
+    struct lwo__item *item;  /* streamable weights (section 8): data, bias, scales travel together */
+    lwo__home homes[3];
     lwo_weight *prev, *next;
 };
 #define LWO__MAGIC_WEIGHT 0x6c776f57u
@@ -2097,8 +2123,11 @@ static lwo_result lwo__pad_launch(lwo_context *ctx, lwo__CUstream cs, lwo__CUdev
 }
 
 static void lwo__weight_free(lwo_context *ctx, lwo_weight *w) {
+    int p;
     if (w->prev) w->prev->next = w->next; else if (ctx->weights == w) ctx->weights = w->next;
     if (w->next) w->next->prev = w->prev;
+    if (w->item) lwo__item_kill(ctx, w->item);
+    for (p = 0; p < 3; p++) if (w->homes[p].kind) lwo__home_free(ctx, &w->homes[p]);
     if (w->data) lwo__tensor_free(ctx, w->data);
     if (w->scales) lwo__tensor_free(ctx, w->scales);
     if (w->bias) lwo__tensor_free(ctx, w->bias);
@@ -2195,6 +2224,55 @@ done:
     return r;
 }
 
+/* Turns a freshly built (resident) weight into a streamable one: its stored bytes move to host
+   homes, weight first, then bias, then scales (the order they travel in), and the arena storage
+   goes back; the tensors stay as views that acquire points at the weight's current place. */
+static lwo_result lwo__weight_make_streamable(lwo_context *ctx, lwo_weight *w, const lwo_weight_desc *d) {
+    lwo_tensor *parts[3];
+    const void *host[3];
+    uint64_t bytes[3];
+    lwo_result r;
+    int p;
+    parts[0] = w->data; parts[1] = w->bias; parts[2] = w->scales;
+    for (p = 0; p < 3; p++) {
+        host[p] = NULL; bytes[p] = 0;
+        if (!parts[p]) continue;
+        bytes[p] = parts[p]->bytes;
+        if (p == 0 && d->borrow_host) {
+            if ((r = lwo__home_make(ctx, d->data, bytes[p], 1, &w->homes[p])) != 0) return r;
+        } else {
+            if ((r = lwo__home_make(ctx, NULL, bytes[p], 0, &w->homes[p])) != 0) return r;
+            if ((r = lwo_tensor_download(ctx, parts[p], w->homes[p].ptr, bytes[p])) != 0) return r;
+        }
+        host[p] = w->homes[p].ptr;
+    }
+    LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
+    for (p = 0; p < 3; p++) {
+        if (!parts[p]) continue;
+        lwo__arena_free(ctx, parts[p]->arena_off, parts[p]->arena_size);
+        parts[p]->arena_size = 0;
+        parts[p]->ptr = 0;
+    }
+    return lwo__item_create(ctx, host, bytes, d->placement == LWO_PLACE_STREAMED ? 2 : 0, &w->item);
+}
+
+/* desc.borrow_host: the caller's bytes must be exactly what the device stores. */
+static lwo_result lwo__weight_check_borrow(lwo_context *ctx, const lwo_weight_desc *d) {
+    lwo_dtype dt = d->data_dtype ? d->data_dtype : LWO_DTYPE_F32, want;
+    switch (d->format) {
+    case LWO_FORMAT_BF16: want = LWO_DTYPE_BF16; break;
+    case LWO_FORMAT_F16: want = LWO_DTYPE_F16; break;
+    case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E4M3_W8A8: want = LWO_DTYPE_F8_E4M3; break;
+    case LWO_FORMAT_FP8_E5M2: want = LWO_DTYPE_F8_E5M2; break;
+    default: want = LWO_DTYPE_I8; break;
+    }
+    if (d->placement == LWO_PLACE_RESIDENT) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.borrow_host needs desc.placement AUTO or STREAMED");
+    if (dt != want || d->cols % LWO__KPAD != 0 || d->smooth)
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.borrow_host needs the data as stored: %s with cols a multiple of %u and no smooth "
+                         "(got %s, cols %llu)", lwo_dtype_name(want), LWO__KPAD, lwo_dtype_name(dt), (unsigned long long)d->cols);
+    return LWO_SUCCESS;
+}
+
 LWO_DEF lwo_result lwo_weight_create(lwo_context *ctx, const lwo_weight_desc *desc, lwo_weight **out) {
     lwo_weight *w;
     lwo_result r;
@@ -2202,6 +2280,9 @@ LWO_DEF lwo_result lwo_weight_create(lwo_context *ctx, const lwo_weight_desc *de
     if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: argument 'out' is NULL");
     *out = NULL;
     if ((r = lwo__weight_validate(ctx, desc, ctx->info.cc_major * 10 + ctx->info.cc_minor)) != 0) return r;
+    if (desc->placement < LWO_PLACE_RESIDENT || desc->placement > LWO_PLACE_STREAMED)
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.placement (%d) is not an lwo_placement", desc->placement);
+    if (desc->borrow_host && (r = lwo__weight_check_borrow(ctx, desc)) != 0) return r;
     w = (lwo_weight *)LWO_MALLOC(sizeof *w);
     if (!w) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     memset(w, 0, sizeof *w);
@@ -2218,6 +2299,7 @@ LWO_DEF lwo_result lwo_weight_create(lwo_context *ctx, const lwo_weight_desc *de
     if (ctx->weights) ctx->weights->prev = w;
     ctx->weights = w;
     r = lwo__weight_build(ctx, desc, w);
+    if (!r && desc->placement != LWO_PLACE_RESIDENT) r = lwo__weight_make_streamable(ctx, w, desc);
     if (r) {
         char keep[LWO__ERROR_CAP];
         memcpy(keep, ctx->error, sizeof keep);
@@ -2321,8 +2403,54 @@ static lwo_result lwo__gemm(lwo_context *ctx, lwo__CUstream cs, lwo_dtype op, lw
     }
 }
 
+/* Points a streamable weight's tensors at where it is now readable (its slot, or resident storage). */
+static lwo_result lwo__weight_acquire(lwo_context *ctx, lwo__CUstream cs, lwo_weight *w) {
+    lwo__CUdeviceptr base = 0;
+    lwo_result r;
+    if (!w->item) return LWO_SUCCESS;
+    if ((r = lwo__item_acquire(ctx, w->item, cs, &base)) != 0) return r;
+    w->data->ptr = base + lwo__item_part_offset(w->item, 0);
+    if (w->bias) w->bias->ptr = base + lwo__item_part_offset(w->item, 1);
+    if (w->scales) w->scales->ptr = base + lwo__item_part_offset(w->item, 2);
+    return LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_weight_acquire(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w, lwo_weight_info *out) {
+    lwo__CUstream cs = NULL;
+    lwo_result r;
+    LWO__ENTER(ctx);
+    if ((r = lwo__check_weight(ctx, w)) != 0) return r;
+    LWO__GET_STREAM(ctx, stream, cs);
+    if ((r = lwo__weight_acquire(ctx, cs, (lwo_weight *)w)) != 0) return r;
+    return out ? lwo_weight_get_info(ctx, w, out) : LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_weight_release(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w) {
+    lwo__CUstream cs = NULL;
+    lwo_result r;
+    LWO__ENTER(ctx);
+    if ((r = lwo__check_weight(ctx, w)) != 0) return r;
+    LWO__GET_STREAM(ctx, stream, cs);
+    return w->item ? lwo__item_release(ctx, w->item, cs) : LWO_SUCCESS;
+}
+
+static lwo_result lwo__linear_run(lwo_context *ctx, lwo_stream *stream, const lwo_tensor *x, const lwo_weight *w,
+                                  const lwo_tensor *bias, lwo_tensor *y);
+
 LWO_DEF lwo_result lwo_linear(lwo_context *ctx, lwo_stream *stream, const lwo_tensor *x, const lwo_weight *w,
                               const lwo_tensor *bias, lwo_tensor *y) {
+    lwo_result r, r2;
+    LWO__ENTER(ctx);
+    if ((r = lwo__check_weight(ctx, w)) != 0) return r;
+    if (!w->item) return lwo__linear_run(ctx, stream, x, w, bias, y);
+    if ((r = lwo_weight_acquire(ctx, stream, w, NULL)) != 0) return r;
+    r = lwo__linear_run(ctx, stream, x, w, bias, y);
+    r2 = lwo_weight_release(ctx, stream, w);
+    return r ? r : r2;
+}
+
+static lwo_result lwo__linear_run(lwo_context *ctx, lwo_stream *stream, const lwo_tensor *x, const lwo_weight *w,
+                                  const lwo_tensor *bias, lwo_tensor *y) {
     lwo__CUstream cs;
     lwo_result r;
     uint64_t M, N, K, Kp;
@@ -2730,7 +2858,7 @@ LWO_DEF void lwo_plan_free(lwo_plan *plan) {
 #define LWO__MAX_OFFLOAD 8
 #define LWO__PARTS 3
 
-typedef struct lwo__item {
+struct lwo__item {
     const void *host[LWO__PARTS];
     uint64_t bytes[LWO__PARTS], offset[LWO__PARTS];
     uint64_t total;        /* device bytes, parts at 256-byte aligned offsets */
@@ -2740,8 +2868,9 @@ typedef struct lwo__item {
     uint64_t arena_off, arena_size;
     int slot;              /* -1 when in none */
     int acquired;
+    int dead;              /* its weight was destroyed; the id stays so the order stays valid */
     uint32_t id;
-} lwo__item;
+};
 
 typedef struct lwo__slot {
     lwo__CUdeviceptr ptr;
@@ -2829,7 +2958,7 @@ static void lwo__engine_free(lwo_context *ctx) {
 
 /* Registers host byte ranges as one streamable item (the weight code calls this). force: 0 let
    the plan decide, 1 always resident, 2 always streamed. The host memory must outlive the item. */
-static LWO__UNUSED lwo_result lwo__item_create(lwo_context *ctx, const void *const host[LWO__PARTS], const uint64_t bytes[LWO__PARTS],
+static lwo_result lwo__item_create(lwo_context *ctx, const void *const host[LWO__PARTS], const uint64_t bytes[LWO__PARTS],
                                    int force, lwo__item **out) {
     lwo__engine *e;
     lwo__item *it;
@@ -2896,7 +3025,7 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
        (a forced-streamed item is planned with a size no budget can hold resident) */
     for (i = 0; i < n; i++) if (e->items[i]->force == 1) forced += e->items[i]->total;
     free_bytes = ctx->arena_size - ctx->arena_used;
-    for (i = 0; i < n; i++) sizes[i] = e->items[i]->force == 1 ? 0 : e->items[i]->total;
+    for (i = 0; i < n; i++) sizes[i] = (e->items[i]->force == 1 || e->items[i]->dead) ? 0 : e->items[i]->total;
     memset(&pd, 0, sizeof pd);
     pd.weight_bytes = sizes;
     pd.count = n;
@@ -2907,7 +3036,7 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
     r = lwo_plan_make(&pd, &plan, err, sizeof err);
     if (r) { LWO_FREE(sizes); return lwo__fail(ctx, r, "streaming plan: %s", err); }
     /* a forced-streamed item must not be resident even if it would fit */
-    for (i = 0; i < n; i++) if (e->items[i]->force == 2 && plan.resident[i]) {
+    for (i = 0; i < n; i++) if (e->items[i]->force == 2 && !e->items[i]->dead && plan.resident[i]) {
         plan.resident[i] = 0;
         if (plan.slots == 0 || e->items[i]->total > plan.slot_bytes) {
             plan.slot_bytes = e->items[i]->total > plan.slot_bytes ? e->items[i]->total : plan.slot_bytes;
@@ -2918,7 +3047,7 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
     ctx->stats.resident_bytes = 0;
     for (i = 0; i < n; i++) {
         lwo__item *it = e->items[i];
-        if (it->force != 1 && !plan.resident[i]) continue;
+        if (it->dead || (it->force != 1 && !plan.resident[i])) continue;
         r = lwo__arena_alloc(ctx, it->total, &it->arena_off, &it->arena_size, "a resident weight");
         if (r) { lwo_plan_free(&plan); return r; }
         it->resident = 1;
@@ -3012,7 +3141,7 @@ static void lwo__engine_harvest(lwo_context *ctx, lwo__engine *e, int wait) {
 }
 
 /* Records a timing event on the compute stream into the wait pool; 0 when timing is off. */
-static lwo_result lwo__engine_wait_mark(lwo_context *ctx, lwo__engine *e) {
+static lwo_result lwo__engine_wait_mark(lwo_context *ctx, lwo__engine *e, lwo__CUstream cs) {
     if (e->capturing) return LWO_SUCCESS;
     if (e->nwait == e->capwait) {
         size_t cap = e->capwait ? e->capwait * 2 : 256, i;
@@ -3028,12 +3157,25 @@ static lwo_result lwo__engine_wait_mark(lwo_context *ctx, lwo__engine *e) {
         e->capwait = cap;
     }
 record:
-    LWO__CU(ctx, cuEventRecord(e->wait_ev[e->nwait++], ctx->compute));
+    LWO__CU(ctx, cuEventRecord(e->wait_ev[e->nwait++], cs));
     return LWO_SUCCESS;
 }
 
 /* Makes item it readable by kernels enqueued next on the compute stream; returns its device base. */
-static LWO__UNUSED lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUdeviceptr *dev) {
+static uint64_t lwo__item_part_offset(const lwo__item *it, int part) { return it->offset[part]; }
+
+/* Its weight is gone: the item keeps its id (the learned order refers to it) but holds nothing. */
+static void lwo__item_kill(lwo_context *ctx, lwo__item *it) {
+    lwo__engine *e = ctx->engine;
+    int p;
+    if (it->slot >= 0 && e) e->slots[it->slot].item = -1;
+    if (it->arena_size) lwo__arena_free(ctx, it->arena_off, it->arena_size);
+    for (p = 0; p < LWO__PARTS; p++) { it->host[p] = NULL; it->bytes[p] = 0; }
+    it->total = 0; it->arena_size = 0; it->slot = -1; it->dev = 0; it->resident = 0; it->acquired = 0;
+    it->dead = 1;
+}
+
+static lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUstream cs, lwo__CUdeviceptr *dev) {
     lwo__engine *e = ctx->engine;
     lwo_result r;
     size_t k;
@@ -3072,25 +3214,25 @@ static LWO__UNUSED lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it,
             if (look >= e->norder) { if (e->capturing) break; look = 0; }
             nx = e->items[e->order[look++]];
             seen++;
-            if (nx->resident || nx == it) continue;
+            if (nx->resident || nx->dead || nx == it) continue;
             window++;
             if (nx->slot < 0 && (r = lwo__item_fill(ctx, e, nx)) != 0) return r;
         }
     }
     if (it->resident) { *dev = it->dev; return LWO_SUCCESS; }
-    if ((r = lwo__engine_wait_mark(ctx, e)) != 0) return r;
-    if (!e->test_skip_ready_wait) LWO__CU(ctx, cuStreamWaitEvent(ctx->compute, e->slots[it->slot].ready, 0));
-    if ((r = lwo__engine_wait_mark(ctx, e)) != 0) return r;
+    if ((r = lwo__engine_wait_mark(ctx, e, cs)) != 0) return r;
+    if (!e->test_skip_ready_wait) LWO__CU(ctx, cuStreamWaitEvent(cs, e->slots[it->slot].ready, 0));
+    if ((r = lwo__engine_wait_mark(ctx, e, cs)) != 0) return r;
     *dev = it->dev;
     return LWO_SUCCESS;
 }
 
 /* Records that the kernels enqueued so far on the compute stream are the last to read it. */
-static LWO__UNUSED lwo_result lwo__item_release(lwo_context *ctx, lwo__item *it) {
+static lwo_result lwo__item_release(lwo_context *ctx, lwo__item *it, lwo__CUstream cs) {
     lwo__engine *e = ctx->engine;
     it->acquired = 0;
     if (it->resident || it->slot < 0) return LWO_SUCCESS;
-    LWO__CU(ctx, cuEventRecord(e->slots[it->slot].consumed, ctx->compute));
+    LWO__CU(ctx, cuEventRecord(e->slots[it->slot].consumed, cs));
     e->slots[it->slot].consumed_valid = 1;
     return LWO_SUCCESS;
 }

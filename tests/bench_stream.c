@@ -118,6 +118,7 @@ static void run(lwo_format fmt, const char *fname, double frac, double bw, doubl
     lwo_desc d;
     stack s;
     lwo_stats st;
+    memset(&st, 0, sizeof st);
     uint64_t xs[2] = { M, H }, ts[2] = { M, 4 * H }, vs[2] = { M, H }, ws_bytes, stack_bytes = 0, budget, minimum, largest = 0;
     int b, k;
     float ms;
