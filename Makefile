@@ -40,6 +40,7 @@ $(B)/link-test-cxx: tests/test_link_a.c tests/test_link_b.c $(HDR) | $(B)
 
 # CPU test programs: tests/test_<name>.c -> build/test_<name> (gcc), -cxx (g++), -clang, -san (ASan+UBSan)
 CPU_TESTS := cpu nvrtc
+CPU_TESTS += safetensors
 CPU_BINS  := $(foreach t,$(CPU_TESTS),$(B)/test_$(t) $(B)/test_$(t)-cxx $(B)/test_$(t)-clang)
 SAN_BINS  := $(foreach t,$(CPU_TESTS),$(B)/test_$(t)-san)
 $(B)/test_%: tests/test_%.c tests/check.h $(HDR) | $(B)
