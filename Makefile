@@ -94,3 +94,4 @@ test: $(B)/st_dump $(B)/fuzz_safetensors-main $(B)/fuzz_safetensors
 fuzz-safetensors: $(B)/fuzz_safetensors
 	mkdir -p $(B)/fuzz-work/safetensors
 	$(B)/fuzz_safetensors -max_total_time=$${LWO_FUZZ_TIME:-300} -max_len=4096 $(B)/fuzz-work/safetensors tests/corpus/safetensors
+.PHONY: fuzz-safetensors
