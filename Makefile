@@ -39,9 +39,9 @@ $(B)/link-test-cxx: tests/test_link_a.c tests/test_link_b.c $(HDR) | $(B)
 	$(CXX) $(CXXFLAGS) -x c++ -o $@ tests/test_link_a.c tests/test_link_b.c $(LIBS)
 
 # CPU test programs: tests/test_<name>.c -> build/test_<name> (gcc), -cxx (g++), -clang, -san (ASan+UBSan)
-CPU_TESTS := cpu nvrtc plan gemm
+CPU_TESTS := cpu nvrtc plan gemm safetensors
 CPU_BINS  := $(foreach t,$(CPU_TESTS),$(B)/test_$(t) $(B)/test_$(t)-cxx $(B)/test_$(t)-clang)
-SAN_TESTS := cpu plan
+SAN_TESTS := cpu plan gemm safetensors
 SAN_BINS  := $(foreach t,$(SAN_TESTS),$(B)/test_$(t)-san)
 $(B)/test_%: tests/test_%.c tests/check.h $(HDR) | $(B)
 	$(CC) $(CFLAGS) -o $@ $< $(LIBS)
@@ -64,7 +64,7 @@ venv: $(VENV)/.ok
 
 # ---- make test: everything that runs without a GPU ---------------------------------------------
 test: check-embed $(B)/hello $(B)/hello-clang $(B)/hello-cxx $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/dump_codecs $(VENV)/.ok
-	LWO_CACHE_DIR=$(B)/cache LWO_PY=$(VPY) tests/run.sh $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) tests/check_mldtypes.sh tests/check_hello_nogpu.sh
+	LWO_CACHE_DIR=$(B)/cache LWO_PY=$(VPY) tests/run.sh $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) tests/check_mldtypes.sh tests/check_hello_nogpu.sh tests/check_safetensors_py.sh tests/check_fuzz_safetensors.sh
 
 # ---- GPU machine -------------------------------------------------------------------------------
 GPU_CFLAGS := -std=c99 -O2 -g $(WARN) -Wno-overlength-strings
@@ -107,3 +107,19 @@ demo: $(B)/hello
 
 clean:
 	rm -rf $(B)
+
+# ---- safetensors (section 10): interop dumper, fuzz target, corpus replay ----------------------
+$(B)/st_dump: tests/st_dump.c $(HDR) | $(B)
+	$(CC) $(CFLAGS) -o $@ $< $(LIBS)
+$(B)/fuzz_safetensors-main: tests/fuzz_safetensors.c $(HDR) | $(B)
+	$(CLANG) $(CFLAGS) -O1 $(SAN) -DLWO_FUZZ_MAIN -o $@ $< $(LIBS)
+# libFuzzer needs clang's fuzzer runtime (Debian: libclang-rt-14-dev); without it, skip with a notice.
+$(B)/fuzz_safetensors: tests/fuzz_safetensors.c $(HDR) | $(B)
+	@$(CLANG) -std=c99 -O1 -g $(WARN) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	  -o $@ $< $(LIBS) 2>$(B)/fuzz_safetensors.log || { rm -f $@; \
+	  echo "notice: clang's libFuzzer runtime is missing (apt-get install -y libclang-rt-14-dev); timed fuzz skipped"; }
+test: $(B)/st_dump $(B)/fuzz_safetensors-main $(B)/fuzz_safetensors
+fuzz-safetensors: $(B)/fuzz_safetensors
+	mkdir -p $(B)/fuzz-work/safetensors
+	$(B)/fuzz_safetensors -max_total_time=$${LWO_FUZZ_TIME:-300} -max_len=4096 $(B)/fuzz-work/safetensors tests/corpus/safetensors
+.PHONY: fuzz-safetensors

@@ -1,0 +1,597 @@
+/* test_safetensors.c - the safetensors reader, writer, quant conventions, policy, conversion. CPU only. */
+#include <math.h>
+#include <stdint.h>
+#include <unistd.h>
+#define LWO_IMPLEMENTATION
+#include "../lwo.h"
+#include "check.h"
+
+static char tmpdir[256];
+static uint16_t pad16[16];
+static const char *tpath(const char *name) {
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) & 3;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
+    return buf[k];
+}
+
+/* ---- a file from a header string and n data bytes (pattern), in memory ---- */
+static uint8_t *mk(const char *header, size_t hlen, size_t ndata, size_t *size) {
+    size_t n = 8 + hlen + ndata, i;
+    uint8_t *b = (uint8_t *)malloc(n ? n : 1);
+    for (i = 0; i < 8; i++) b[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
+    memcpy(b + 8, header, hlen);
+    for (i = 0; i < ndata; i++) b[8 + hlen + i] = (uint8_t)i;
+    *size = n;
+    return b;
+}
+static void expect_bad_mem(const uint8_t *b, size_t n, const char *label) {
+    lwo_safetensors *f = NULL;
+    lwo_result r = lwo_safetensors_open_memory(b, n, &f);
+    CHECK(r == LWO_ERROR_BAD_FILE, "%s: result %d", label, (int)r);
+    CHECK(f && lwo_safetensors_error(f)[0], "%s: no message", label);
+    if (getenv("LWO_TEST_VERBOSE") && f) printf("  %-28s %s\n", label, lwo_safetensors_error(f));
+    lwo_safetensors_close(f);
+}
+static void expect_bad(const char *header, size_t ndata, const char *label) {
+    size_t n;
+    uint8_t *b = mk(header, strlen(header), ndata, &n);
+    expect_bad_mem(b, n, label);
+    free(b);
+}
+#define T1 "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}"
+
+static void test_malformed(void) {
+    static const struct { const char *label, *header; size_t ndata; } cases[] = {
+        {"offset past end", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4},
+        {"overlap", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[2,6]}}", 8},
+        {"hole", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", 12},
+        {"hole at start", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8},
+        {"trailing data", T1, 8},
+        {"data, no tensors", "{}", 4},
+        {"reversed offsets", "{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,0]}}", 4},
+        {"byte length mismatch", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4},
+        {"unknown dtype", "{\"a\":{\"dtype\":\"F4\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4},
+        {"lowercase dtype", "{\"a\":{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4},
+        {"dtype not a string", "{\"a\":{\"dtype\":3,\"shape\":[1],\"data_offsets\":[0,4]}}", 4},
+        {"empty header", "", 0},
+        {"lone brace", "{", 0},
+        {"key only", "{\"a\"", 0},
+        {"no value", "{\"a\":}", 0},
+        {"missing colon", "{\"a\" {}}", 0},
+        {"trailing comma", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},}", 4},
+        {"trailing comma in shape", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,],\"data_offsets\":[0,4]}}", 4},
+        {"single quotes", "{'a':{}}", 0},
+        {"unterminated string", "{\"a", 0},
+        {"garbage after", "{}}", 0},
+        {"garbage after 2", "{} x", 0},
+        {"array at top", "[]", 0},
+        {"null at top", "null", 0},
+        {"bad escape", "{\"a\\x\":{}}", 0},
+        {"raw newline in string", "{\"a\nb\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4},
+        {"not an object", "{\"a\":1}", 0},
+        {"non-string key", "{1:2}", 0},
+        {"deep nesting", "{\"a\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}", 0},
+        {"nested shape", "{\"a\":{\"dtype\":\"F32\",\"shape\":[[1]],\"data_offsets\":[0,4]}}", 4},
+        {"huge number", "{\"a\":{\"dtype\":\"F32\",\"shape\":[99999999999999999999],\"data_offsets\":[0,4]}}", 4},
+        {"2^64 offset", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,18446744073709551616]}}", 1},
+        {"2^63 offset", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,9223372036854775808]}}", 1},
+        {"shape product overflow", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,16],\"data_offsets\":[0,4]}}", 4},
+        {"byte size overflow", "{\"a\":{\"dtype\":\"F64\",\"shape\":[4611686018427387904],\"data_offsets\":[0,8]}}", 8},
+        {"negative shape", "{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4},
+        {"negative offset", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[-0,4]}}", 4},
+        {"float shape", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.0],\"data_offsets\":[0,4]}}", 4},
+        {"exponent shape", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1e0],\"data_offsets\":[0,4]}}", 4},
+        {"leading zero", "{\"a\":{\"dtype\":\"F32\",\"shape\":[01],\"data_offsets\":[0,4]}}", 4},
+        {"string shape", "{\"a\":{\"dtype\":\"F32\",\"shape\":\"1\",\"data_offsets\":[0,4]}}", 4},
+        {"three offsets", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,4]}}", 4},
+        {"one offset", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4]}}", 4},
+        {"nine dims", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", 1},
+        {"duplicate names", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8},
+        {"duplicate field", "{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4},
+        {"missing dtype", "{\"a\":{\"shape\":[1],\"data_offsets\":[0,4]}}", 4},
+        {"missing shape", "{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,4]}}", 4},
+        {"missing offsets", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4},
+        {"empty entry", "{\"a\":{}}", 0},
+        {"extra field", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"strides\":[1]}}", 4},
+        {"name 0xff", "{\"a\xff\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4},
+        {"name lone continuation", "{\"\x80\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4},
+        {"name truncated seq", "{\"\xc3\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4},
+        {"overlong C0 AF", "{\"\xc0\xaf\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4},
+        {"overlong E0 80 AF", "{\"\xe0\x80\xaf\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4},
+        {"overlong F0 80 80 AF", "{\"\xf0\x80\x80\xaf\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4},
+        {"raw surrogate ED A0 80", "{\"\xed\xa0\x80\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4},
+        {"past U+10FFFF", "{\"\xf4\x90\x80\x80\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4},
+        {"metadata bad UTF-8", "{\"__metadata__\":{\"k\":\"v\xc3\"}}", 0},
+        {"lone high surrogate", "{\"\\ud800\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4},
+        {"lone low surrogate", "{\"\\udc00\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4},
+        {"high + non-low", "{\"\\ud800\\u0041\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4},
+        {"high at end", "{\"__metadata__\":{\"k\":\"\\ud83d\"}}", 0},
+        {"\\u0000", "{\"__metadata__\":{\"k\\u0000\":\"v\"}}", 0},
+        {"bad hex", "{\"__metadata__\":{\"k\":\"\\u12g4\"}}", 0},
+        {"metadata number", "{\"__metadata__\":{\"k\":1}}", 0},
+        {"metadata nested", "{\"__metadata__\":{\"k\":{\"x\":\"y\"}}}", 0},
+        {"metadata array", "{\"__metadata__\":[]}", 0},
+        {"metadata string", "{\"__metadata__\":\"x\"}", 0},
+        {"metadata null", "{\"__metadata__\":{\"k\":null}}", 0},
+        {"duplicate metadata key", "{\"__metadata__\":{\"k\":\"a\",\"k\":\"b\"}}", 0},
+        {"duplicate __metadata__", "{\"__metadata__\":{},\"__metadata__\":{}}", 0},
+    };
+    size_t i, n;
+    uint8_t *b;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) expect_bad(cases[i].header, cases[i].ndata, cases[i].label);
+    printf("malformed table: %d cases\n", (int)(sizeof cases / sizeof cases[0]));
+    /* truncations of a valid file at every byte */
+    b = mk(T1, strlen(T1), 4, &n);
+    {
+        lwo_safetensors *f = NULL;
+        CHECK(lwo_safetensors_open_memory(b, n, &f) == LWO_SUCCESS, "valid T1: %s", lwo_safetensors_error(f));
+        lwo_safetensors_close(f);
+    }
+    for (i = 0; i < n; i++) { char l[32]; snprintf(l, sizeof l, "truncated at %d", (int)i); expect_bad_mem(b, i, l); }
+    /* header length past the end, and huge */
+    b[7] = 0x7f; expect_bad_mem(b, n, "huge header length");
+    b[7] = 0; b[0] = (uint8_t)(strlen(T1) + 5); expect_bad_mem(b, n, "header length past end");
+    free(b);
+    {   /* over LWO_SAFETENSORS_MAX_HEADER while inside the file */
+        size_t big = (size_t)LWO_SAFETENSORS_MAX_HEADER + 16, hl = (size_t)LWO_SAFETENSORS_MAX_HEADER + 1;
+        uint8_t *g = (uint8_t *)calloc(big, 1);
+        for (i = 0; i < 8; i++) g[i] = (uint8_t)((uint64_t)hl >> (8 * i));
+        expect_bad_mem(g, big, "header over the cap");
+        free(g);
+    }
+    {   /* very deep nesting does not recurse */
+        size_t depth = 100000, k = 0;
+        char *h = (char *)malloc(2 * depth + 16);
+        memcpy(h, "{\"a\":", 5); k = 5;
+        for (i = 0; i < depth; i++) h[k++] = '[';
+        for (i = 0; i < depth; i++) h[k++] = ']';
+        h[k++] = '}'; h[k] = 0;
+        expect_bad(h, 0, "100000-deep nesting");
+        free(h);
+    }
+    {   /* missing file, a directory */
+        lwo_safetensors *f = NULL;
+        CHECK(lwo_safetensors_open(tpath("does-not-exist.safetensors"), &f) == LWO_ERROR_IO, "missing file");
+        CHECK(f && strstr(lwo_safetensors_error(f), "does-not-exist"), "message names the path: %s", lwo_safetensors_error(f));
+        lwo_safetensors_close(f);
+        CHECK(lwo_safetensors_open(tmpdir, &f) == LWO_ERROR_IO, "a directory");
+        lwo_safetensors_close(f);
+        CHECK(lwo_safetensors_open(NULL, &f) == LWO_ERROR_INVALID_ARGUMENT, "NULL path");
+        lwo_safetensors_close(f);
+    }
+    {   /* whitespace padding, escapes, empty file, message names the tensor */
+        lwo_safetensors *f = NULL;
+        const char *h = " {\"__metadata__\":{\"k\\\"\\u00fc\\ud83d\\ude00\":\"v\\n\"},\"x\\/y\":{\"dtype\":\"U8\",\"shape\":[],\"data_offsets\":[0,1]}}    ";
+        b = mk(h, strlen(h), 1, &n);
+        CHECK(lwo_safetensors_open_memory(b, n, &f) == LWO_ERROR_BAD_FILE, "leading space is rejected (header starts with '{')");
+        lwo_safetensors_close(f);
+        b[8] = '{'; b[9] = ' ';
+        memmove(b + 9, b + 9, 0);
+        free(b);
+        h = "{\"__metadata__\":{\"k\\\"\\u00fc\\ud83d\\ude00\":\"v\\n\"},\"x\\/y\":{\"dtype\":\"U8\",\"shape\":[],\"data_offsets\":[0,1]}}    ";
+        b = mk(h, strlen(h), 1, &n);
+        CHECK(lwo_safetensors_open_memory(b, n, &f) == LWO_SUCCESS, "escapes: %s", lwo_safetensors_error(f));
+        CHECK(lwo_safetensors_metadata_find(f, "k\"\xc3\xbc\xf0\x9f\x98\x80") && strcmp(lwo_safetensors_metadata_find(f, "k\"\xc3\xbc\xf0\x9f\x98\x80"), "v\n") == 0, "decoded key/value");
+        CHECK(lwo_safetensors_find(f, "x/y") && lwo_safetensors_find(f, "x/y")->ndim == 0, "scalar x/y");
+        lwo_safetensors_close(f);
+        free(b);
+        b = mk("{}", 2, 0, &n);
+        CHECK(lwo_safetensors_open_memory(b, n, &f) == LWO_SUCCESS && lwo_safetensors_count(f) == 0, "empty header {}");
+        lwo_safetensors_close(f);
+        free(b);
+        expect_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, "names tensor");
+        h = "{\"my.w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}";
+        b = mk(h, strlen(h), 8, &n);
+        lwo_safetensors_open_memory(b, n, &f);
+        CHECK(strstr(lwo_safetensors_error(f), "my.w") && strstr(lwo_safetensors_error(f), "file offset"), "message: %s", lwo_safetensors_error(f));
+        lwo_safetensors_close(f);
+        free(b);
+    }
+}
+
+/* ---- round trip writer -> reader --------------------------------------------------------- */
+static void test_roundtrip(void) {
+    enum { NT = 4 * (LWO_ST_DTYPE_COUNT - 1) + 2 };
+    lwo_st_write_tensor w[NT];
+    char names[NT][64];
+    uint64_t shapes[4][3] = { {3, 5, 0}, {0, 0, 0}, {0, 4, 0}, {7, 0, 0} };
+    int ndims[4] = { 2, 0, 2, 1 };
+    uint8_t *bufs[NT];
+    uint64_t shape8[8] = { 1, 2, 1, 2, 1, 1, 2, 1 };
+    const char *mk_[3] = { "format", "unicode \xc3\xa9\"\\", "ctl" };
+    const char *mv[3] = { "pt", "\xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80", "a\x01\tb" };
+    char err[256];
+    int n = 0, d, s, i;
+    lwo_safetensors *f = NULL;
+    for (d = 1; d < (int)LWO_ST_DTYPE_COUNT; d++)
+        for (s = 0; s < 4; s++) {
+            uint64_t numel = 1, k;
+            int j;
+            for (j = 0; j < ndims[s]; j++) numel *= shapes[s][j];
+            snprintf(names[n], 64, "model.diffusion_model.blocks.%d.%s.w%d", s, lwo_st_dtype_name((lwo_st_dtype)d), s);
+            w[n].name = names[n];
+            w[n].dtype = (lwo_st_dtype)d;
+            w[n].ndim = ndims[s];
+            w[n].shape = shapes[s];
+            w[n].bytes = numel * lwo_st_dtype_size((lwo_st_dtype)d);
+            bufs[n] = (uint8_t *)malloc(w[n].bytes + 1);
+            for (k = 0; k < w[n].bytes; k++) bufs[n][k] = (uint8_t)check_rand_u64();
+            w[n].data = w[n].bytes ? bufs[n] : NULL;
+            n++;
+        }
+    snprintf(names[n], 64, "eight.dims \"quoted\" \xc3\xbc");
+    w[n].name = names[n]; w[n].dtype = LWO_ST_BF16; w[n].ndim = 8; w[n].shape = shape8; w[n].bytes = 16;
+    bufs[n] = (uint8_t *)malloc(16); memset(bufs[n], 0x3f, 16); w[n].data = bufs[n]; n++;
+    snprintf(names[n], 64, "__metadata");
+    w[n].name = names[n]; w[n].dtype = LWO_ST_U8; w[n].ndim = 1; w[n].shape = shapes[3]; w[n].bytes = 7;
+    bufs[n] = (uint8_t *)malloc(7); memset(bufs[n], 7, 7); w[n].data = bufs[n]; n++;
+    CHECK(lwo_safetensors_write(tpath("rt.safetensors"), w, (size_t)n, mk_, mv, 3, err, sizeof err) == LWO_SUCCESS, "write: %s", err);
+    CHECK(access(tpath("rt.safetensors"), R_OK) == 0, "file exists");
+    CHECK(lwo_safetensors_open(tpath("rt.safetensors"), &f) == LWO_SUCCESS, "open: %s", lwo_safetensors_error(f));
+    CHECK_EQ_INT(lwo_safetensors_count(f), n);
+    for (i = 0; i < n; i++) {
+        const lwo_st_tensor *t = lwo_safetensors_find(f, w[i].name);
+        int j, same = 1;
+        CHECK(t != NULL, "find %s", w[i].name);
+        if (!t) continue;
+        CHECK(t->dtype == w[i].dtype && t->ndim == w[i].ndim && t->bytes == w[i].bytes, "%s: dtype/ndim/bytes", w[i].name);
+        for (j = 0; j < w[i].ndim; j++) same &= t->shape[j] == w[i].shape[j];
+        CHECK(same, "%s: shape", w[i].name);
+        CHECK(w[i].bytes == 0 || memcmp(t->data, w[i].data, w[i].bytes) == 0, "%s: data", w[i].name);
+        CHECK(t->offset % lwo_st_dtype_size(t->dtype) == 0, "%s: aligned to element size (offset %llu)", w[i].name, (unsigned long long)t->offset);
+        CHECK((const uint8_t *)t->data - (const uint8_t *)lwo_safetensors_tensor(f, 0)->data ==
+              (ptrdiff_t)t->offset - (ptrdiff_t)lwo_safetensors_tensor(f, 0)->offset, "data pointer matches offset");
+    }
+    CHECK(lwo_safetensors_find(f, "nope") == NULL, "absent name");
+    CHECK_EQ_INT(lwo_safetensors_metadata_count(f), 3);
+    for (i = 0; i < 3; i++) {
+        const char *v = lwo_safetensors_metadata_find(f, mk_[i]);
+        CHECK(v && strcmp(v, mv[i]) == 0, "metadata %s", mk_[i]);
+    }
+    CHECK(strcmp(lwo_safetensors_metadata_key(f, 0), "ctl") == 0, "metadata ordered by key");
+    lwo_safetensors_close(f);
+    {   /* header is padded to 8 with spaces */
+        FILE *fp = fopen(tpath("rt.safetensors"), "rb");
+        uint8_t h8[8];
+        uint64_t hl = 0;
+        char last = 0;
+        CHECK(fp && fread(h8, 1, 8, fp) == 8, "read header length");
+        for (i = 7; i >= 0; i--) hl = (hl << 8) | h8[i];
+        CHECK(hl % 8 == 0, "header length %llu multiple of 8", (unsigned long long)hl);
+        if (fp) { fseek(fp, (long)(8 + hl - 1), SEEK_SET); last = (char)fgetc(fp); fclose(fp); }
+        CHECK(last == ' ' || last == '}', "padding");
+    }
+    /* writer validation */
+    {
+        lwo_st_write_tensor bad[2];
+        uint64_t sh[1] = { 2 };
+        float v[2] = { 1, 2 };
+        memset(bad, 0, sizeof bad);
+        bad[0].name = "x"; bad[0].dtype = LWO_ST_F32; bad[0].ndim = 1; bad[0].shape = sh; bad[0].data = v; bad[0].bytes = 8;
+        bad[1] = bad[0];
+        err[0] = 0;
+        CHECK(lwo_safetensors_write(tpath("bad.safetensors"), bad, 2, NULL, NULL, 0, err, sizeof err) == LWO_ERROR_INVALID_ARGUMENT && err[0], "duplicate names: %s", err);
+        bad[1].name = "y"; bad[1].dtype = LWO_ST_F16;
+        CHECK(lwo_safetensors_write(tpath("bad.safetensors"), bad, 2, NULL, NULL, 0, err, sizeof err) == LWO_ERROR_INVALID_ARGUMENT, "size mismatch");
+        bad[1].bytes = 4; bad[1].name = "\xc0\xaf";
+        CHECK(lwo_safetensors_write(tpath("bad.safetensors"), bad, 2, NULL, NULL, 0, err, sizeof err) == LWO_ERROR_INVALID_ARGUMENT, "bad UTF-8 name");
+        bad[1].name = "__metadata__";
+        CHECK(lwo_safetensors_write(tpath("bad.safetensors"), bad, 2, NULL, NULL, 0, err, sizeof err) == LWO_ERROR_INVALID_ARGUMENT, "reserved name");
+        bad[1].name = "x";   /* same name, other element size */
+        CHECK(lwo_safetensors_write(tpath("bad.safetensors"), bad, 2, NULL, NULL, 0, err, sizeof err) == LWO_ERROR_INVALID_ARGUMENT, "duplicate across sizes");
+        {
+            const char *k2[2] = { "a", "a" }, *v2[2] = { "1", "2" };
+            CHECK(lwo_safetensors_write(tpath("bad.safetensors"), bad, 1, k2, v2, 2, err, sizeof err) == LWO_ERROR_INVALID_ARGUMENT, "duplicate metadata key");
+        }
+        CHECK(access(tpath("bad.safetensors"), F_OK) != 0, "nothing written");
+        CHECK(lwo_safetensors_write(tpath("no-such-dir/x.safetensors"), bad, 1, NULL, NULL, 0, err, sizeof err) == LWO_ERROR_IO && err[0], "unwritable: %s", err);
+        CHECK(lwo_safetensors_write(tpath("empty.safetensors"), NULL, 0, NULL, NULL, 0, err, sizeof err) == LWO_SUCCESS, "empty file: %s", err);
+        CHECK(lwo_safetensors_open(tpath("empty.safetensors"), &f) == LWO_SUCCESS && lwo_safetensors_count(f) == 0, "open empty");
+        lwo_safetensors_close(f);
+    }
+    /* shards */
+    {
+        lwo_st_write_tensor a[1], b2[1];
+        uint64_t sh[1] = { 2 };
+        float v[2] = { 1, 2 };
+        const char *paths[2];
+        const char *ka[1] = { "format" }, *va[1] = { "first" }, *vb[1] = { "second" };
+        memset(a, 0, sizeof a);
+        a[0].name = "shard0.w"; a[0].dtype = LWO_ST_F32; a[0].ndim = 1; a[0].shape = sh; a[0].data = v; a[0].bytes = 8;
+        b2[0] = a[0]; b2[0].name = "shard1.w";
+        CHECK(lwo_safetensors_write(tpath("s0.safetensors"), a, 1, ka, va, 1, err, sizeof err) == LWO_SUCCESS, "%s", err);
+        CHECK(lwo_safetensors_write(tpath("s1.safetensors"), b2, 1, ka, vb, 1, err, sizeof err) == LWO_SUCCESS, "%s", err);
+        paths[0] = tpath("s0.safetensors"); paths[1] = tpath("s1.safetensors");
+        CHECK(lwo_safetensors_open_many(paths, 2, &f) == LWO_SUCCESS, "open_many: %s", lwo_safetensors_error(f));
+        CHECK(lwo_safetensors_count(f) == 2 && lwo_safetensors_find(f, "shard1.w") && lwo_safetensors_find(f, "shard1.w")->shard == 1, "lookup across shards");
+        CHECK(lwo_safetensors_metadata_find(f, "format") && strcmp(lwo_safetensors_metadata_find(f, "format"), "first") == 0, "first shard's metadata wins");
+        lwo_safetensors_close(f);
+        paths[1] = tpath("s0.safetensors");
+        CHECK(lwo_safetensors_open_many(paths, 2, &f) == LWO_ERROR_BAD_FILE && strstr(lwo_safetensors_error(f), "shard0.w"), "duplicate across shards: %s", lwo_safetensors_error(f));
+        lwo_safetensors_close(f);
+    }
+    for (i = 0; i < n; i++) free(bufs[i]);
+}
+
+/* ---- policy -------------------------------------------------------------------------------- */
+static void test_policy(void) {
+    static const struct { const char *p, *n; int m; } g[] = {
+        {"*", "", 1}, {"*", "abc", 1}, {"", "", 1}, {"", "a", 0}, {"a?c", "abc", 1}, {"a?c", "ac", 0},
+        {"*.weight", "model.blocks.0.attn.qkv.weight", 1}, {"*.weight", "model.blocks.0.attn.qkv.bias", 0},
+        {"*blocks.*.attn.*", "model.blocks.12.attn.proj.weight", 1}, {"*blocks.*.mlp.*", "model.blocks.12.attn.proj.weight", 0},
+        {"a*b*c", "aXbYc", 1}, {"a*b*c", "aXbYcZ", 0}, {"a**", "a", 1}, {"*a", "aaaa", 1}, {"?", "", 0},
+        {"*x*y*z*", "--x--y--z--", 1}, {"*x*y*z*", "--x--z--y--", 0}, {"exact", "exact", 1}, {"exact", "exac", 0},
+    };
+    lwo_storage_rule rules[3] = { {"*.norm*", LWO_STORE_F32}, {"*blocks.*.weight", LWO_STORE_INT8}, {"*.weight", LWO_STORE_FP8_E4M3} };
+    lwo_storage_policy p;
+    size_t i;
+    for (i = 0; i < sizeof g / sizeof g[0]; i++) CHECK(lwo_glob_match(g[i].p, g[i].n) == g[i].m, "glob %s ~ %s", g[i].p, g[i].n);
+    {   /* pathological: a*a*a*...b against aaaa...: must stay fast */
+        char pat[64], nm[4096];
+        for (i = 0; i < 30; i++) { pat[2 * i] = 'a'; pat[2 * i + 1] = '*'; }
+        pat[60] = 'b'; pat[61] = 0;
+        memset(nm, 'a', sizeof nm - 1); nm[sizeof nm - 1] = 0;
+        CHECK(lwo_glob_match(pat, nm) == 0, "pathological glob");
+    }
+    memset(&p, 0, sizeof p);
+    CHECK(lwo_storage_policy_format(&p, "x.weight") == LWO_STORE_KEEP, "zero policy keeps");
+    p.rules = rules; p.rule_count = 3; p.default_format = LWO_STORE_BF16;
+    CHECK(lwo_storage_policy_format(&p, "blocks.0.norm1.weight") == LWO_STORE_F32, "first match wins");
+    CHECK(lwo_storage_policy_format(&p, "m.blocks.3.ff.weight") == LWO_STORE_INT8, "rule 2");
+    CHECK(lwo_storage_policy_format(&p, "m.head.weight") == LWO_STORE_FP8_E4M3, "rule 3");
+    CHECK(lwo_storage_policy_format(&p, "m.head.bias") == LWO_STORE_BF16, "default");
+    CHECK(strcmp(lwo_store_format_name(LWO_STORE_INT8), "int8") == 0, "format name");
+    CHECK(lwo_st_dtype_to_lwo(LWO_ST_BF16) == LWO_DTYPE_BF16 && lwo_st_dtype_to_lwo(LWO_ST_F64) == LWO_DTYPE_INVALID, "dtype map");
+    CHECK(lwo_st_dtype_from_name("F8_E5M2") == LWO_ST_F8_E5M2 && lwo_st_dtype_from_name("F8") == LWO_ST_INVALID, "dtype names");
+}
+
+/* ---- conversions against a straightforward reference -------------------------------------- */
+/* Value of a non-negative code of a binary float format with e exponent bits and m mantissa bits,
+   straight from the definition. */
+static double ref_value(unsigned code, int m, int bias) {
+    unsigned ef = code >> m, mf = code & ((1u << m) - 1);
+    if (ef == 0) return (double)mf / (double)(1u << m) * pow(2.0, 1 - bias);
+    return (1.0 + (double)mf / (double)(1u << m)) * pow(2.0, (int)ef - bias);
+}
+/* Nearest code in [0, maxcode] by binary search over the monotonic codes, ties to the even code. */
+static unsigned ref_nearest(double a, unsigned maxcode, int m, int bias) {
+    unsigned lo = 0, hi = maxcode;
+    double dl, dh;
+    if (a >= ref_value(maxcode, m, bias)) return maxcode;
+    while (hi - lo > 1) { unsigned mid = (lo + hi) / 2; if (ref_value(mid, m, bias) <= a) lo = mid; else hi = mid; }
+    dl = a - ref_value(lo, m, bias); dh = ref_value(hi, m, bias) - a;
+    if (dl < dh) return lo;
+    if (dh < dl) return hi;
+    return (lo & 1) ? hi : lo;
+}
+static uint8_t ref_fp8(float v, int e5) {
+    uint8_t s = signbit(v) ? 0x80 : 0;
+    if (isnan(v)) return (uint8_t)(s | (e5 ? 0x7e : 0x7f));
+    return (uint8_t)(s | ref_nearest(fabs((double)v), e5 ? 0x7b : 0x7e, e5 ? 2 : 3, e5 ? 15 : 7));
+}
+static uint16_t ref_half(float v, int bf) {   /* finite inputs below max + half ulp */
+    uint16_t s = signbit(v) ? 0x8000 : 0;
+    return (uint16_t)(s | ref_nearest(fabs((double)v), bf ? 0x7f7f : 0x7bff, bf ? 7 : 10, bf ? 127 : 15));
+}
+static float rand_val(void) {
+    double e = check_rand_uniform();
+    float v = (float)(check_rand_normal() * pow(2.0, (e * 40.0) - 24.0));
+    return v;
+}
+static void test_codecs(void) {
+    int i, bad = 0;
+    for (i = 0; i < 256; i++) {   /* every fp8 code decodes and re-encodes to itself */
+        float v4 = lwo__st_fp8_to_f32((uint8_t)i, 0), v5 = lwo__st_fp8_to_f32((uint8_t)i, 1);
+        if ((i & 0x7f) != 0x7f) { if (lwo__st_f32_to_fp8(v4, 0) != i || (double)fabsf(v4) != ref_value((unsigned)i & 0x7f, 3, 7)) bad++; }
+        else if (!isnan(v4)) bad++;
+        if ((i & 0x7c) != 0x7c) { if (lwo__st_f32_to_fp8(v5, 1) != i) bad++; }
+        else if ((i & 3) && !isnan(v5)) bad++;
+    }
+    CHECK(bad == 0, "%d fp8 code round trips wrong", bad);
+    bad = 0;
+    for (i = 0; i < 65536; i++) {
+        float v = lwo__st_f16_to_f32((uint16_t)i);
+        if ((i & 0x7c00) != 0x7c00) { if (lwo__st_f32_to_f16(v) != i) bad++; }
+        else if ((i & 0x3ff) ? !isnan(v) : !isinf(v)) bad++;
+    }
+    CHECK(bad == 0, "%d f16 code round trips wrong", bad);
+    bad = 0;
+    for (i = 0; i < 200000; i++) {
+        float v = rand_val();
+        if (fabsf(v) < 448.0f && lwo__st_f32_to_fp8(v, 0) != ref_fp8(v, 0)) bad++;
+        if (lwo__st_f32_to_fp8(v, 1) != ref_fp8(v, 1)) bad++;
+        if (fabsf(v) < 65504.0f && lwo__st_f32_to_f16(v) != ref_half(v, 0)) bad++;
+        if (lwo__st_f32_to_bf16(v) != ref_half(v, 1)) bad++;
+    }
+    CHECK(bad == 0, "%d random encodes differ from the reference", bad);
+    /* specials: saturation, NaN, inf, ties */
+    CHECK(lwo__st_f32_to_fp8(1000.0f, 0) == 0x7e && lwo__st_f32_to_fp8(-1e30f, 0) == 0xfe, "e4m3 saturates");
+    CHECK(lwo__st_f32_to_fp8(464.0f, 0) == 0x7e && lwo__st_f32_to_fp8((float)INFINITY, 0) == 0x7e, "e4m3 464, inf");
+    CHECK(lwo__st_f32_to_fp8(1e9f, 1) == 0x7b && lwo__st_f32_to_fp8((float)-INFINITY, 1) == 0xfb, "e5m2 saturates");
+    CHECK(lwo__st_f32_to_fp8((float)NAN, 0) == 0x7f && (lwo__st_f32_to_fp8((float)NAN, 1) & 0x7f) > 0x7c, "NaN kept");
+    CHECK(lwo__st_f32_to_fp8(1.0625f, 0) == 0x38 && lwo__st_f32_to_fp8(1.1875f, 0) == 0x3a, "e4m3 ties to even");
+    CHECK(lwo__st_f32_to_fp8((float)ldexp(1.0, -10), 0) == 0x00 && lwo__st_f32_to_fp8((float)ldexp(3.0, -10), 0) == 0x02, "e4m3 subnormal ties");
+    CHECK(lwo__st_f32_to_f16(65520.0f) == 0x7c00 && lwo__st_f32_to_f16(65519.0f) == 0x7bff, "f16 overflow to inf");
+    CHECK(lwo__st_f32_to_bf16((float)NAN) != 0 && isnan(lwo__st_bf16_to_f32(lwo__st_f32_to_bf16((float)NAN))), "bf16 NaN");
+    CHECK(lwo__st_f32_to_bf16(3.4e38f) == 0x7f80, "bf16 overflow rounds to inf");
+}
+
+static void test_convert(void) {
+    enum { R = 37, C = 53 };
+    float src[R * C];
+    uint16_t src_bf[R * C];
+    double src_d[R * C];
+    lwo_st_write_tensor w[4];
+    uint64_t sh[2] = { R, C };
+    char err[256];
+    lwo_safetensors *f = NULL;
+    int i, bad;
+    for (i = 0; i < R * C; i++) {
+        src[i] = (float)check_rand_normal() * (float)(1 + (i / C) % 7);
+        if (i / C == 5) src[i] = 0.0f;           /* an all-zero row */
+        src_bf[i] = lwo__st_f32_to_bf16(src[i]);
+        src_d[i] = (double)src[i];
+    }
+    memset(w, 0, sizeof w);
+    w[0].name = "f32"; w[0].dtype = LWO_ST_F32; w[0].ndim = 2; w[0].shape = sh; w[0].data = src; w[0].bytes = sizeof src;
+    w[1].name = "bf16"; w[1].dtype = LWO_ST_BF16; w[1].ndim = 2; w[1].shape = sh; w[1].data = src_bf; w[1].bytes = sizeof src_bf;
+    w[2].name = "f64"; w[2].dtype = LWO_ST_F64; w[2].ndim = 2; w[2].shape = sh; w[2].data = src_d; w[2].bytes = sizeof src_d;
+    w[3].name = "zero"; w[3].dtype = LWO_ST_F32; w[3].ndim = 1; w[3].shape = sh; w[3].data = src + 5 * C; w[3].bytes = R * 4;
+    CHECK(lwo_safetensors_write(tpath("cv.safetensors"), w, 4, NULL, NULL, 0, err, sizeof err) == LWO_SUCCESS, "%s", err);
+    CHECK(lwo_safetensors_open(tpath("cv.safetensors"), &f) == LWO_SUCCESS, "%s", lwo_safetensors_error(f));
+    {
+        const lwo_st_tensor *tf = lwo_safetensors_find(f, "f32"), *tb = lwo_safetensors_find(f, "bf16"), *td = lwo_safetensors_find(f, "f64");
+        lwo_st_converted c;
+        float scales[R];
+        int8_t q[R * C];
+        /* zero copy */
+        CHECK(lwo_safetensors_convert(tf, LWO_STORE_F32, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.zero_copy && c.data == tf->data && !c.owned_data, "f32 -> f32 zero copy");
+        CHECK(lwo_safetensors_convert(tb, LWO_STORE_KEEP, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.zero_copy && c.data == tb->data && c.dtype == LWO_ST_BF16, "keep zero copy");
+        /* to bf16 / f16 / f32 */
+        CHECK(lwo_safetensors_convert(tf, LWO_STORE_BF16, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.owned_data && c.bytes == R * C * 2, "f32 -> bf16");
+        for (bad = 0, i = 0; i < R * C; i++) { uint16_t h; memcpy(&h, (const uint8_t *)c.data + 2 * i, 2); if (h != ref_half(src[i], 1)) bad++; }
+        CHECK(bad == 0, "bf16 values: %d wrong", bad);
+        lwo_st_converted_free(&c);
+        CHECK(lwo_safetensors_convert(td, LWO_STORE_F16, NULL, 0, NULL, 0, &c) == LWO_SUCCESS, "f64 -> f16");
+        for (bad = 0, i = 0; i < R * C; i++) { uint16_t h; memcpy(&h, (const uint8_t *)c.data + 2 * i, 2); if (h != ref_half(src[i], 0)) bad++; }
+        CHECK(bad == 0, "f16 values: %d wrong", bad);
+        lwo_st_converted_free(&c);
+        CHECK(lwo_safetensors_convert(tb, LWO_STORE_F32, NULL, 0, NULL, 0, &c) == LWO_SUCCESS, "bf16 -> f32");
+        for (bad = 0, i = 0; i < R * C; i++) { float v; uint32_t u = (uint32_t)src_bf[i] << 16; float e; memcpy(&e, &u, 4); memcpy(&v, (const uint8_t *)c.data + 4 * i, 4); if (v != e) bad++; }
+        CHECK(bad == 0, "f32 values: %d wrong", bad);
+        lwo_st_converted_free(&c);
+        /* fp8 with per-tensor scale */
+        {
+            int e5;
+            for (e5 = 0; e5 < 2; e5++) {
+                float amax = 0, s;
+                for (i = 0; i < R * C; i++) if (fabsf(src[i]) > amax) amax = fabsf(src[i]);
+                s = amax / (e5 ? 57344.0f : 448.0f);
+                CHECK(lwo_safetensors_convert(tf, e5 ? LWO_STORE_FP8_E5M2 : LWO_STORE_FP8_E4M3, NULL, 0, NULL, 0, &c) == LWO_SUCCESS, "-> fp8");
+                CHECK(c.scale == s, "fp8 scale %g != %g", c.scale, s);
+                for (bad = 0, i = 0; i < R * C; i++) if (((const uint8_t *)c.data)[i] != ref_fp8(src[i] / s, e5)) bad++;
+                CHECK(bad == 0, "fp8 e5m2=%d values: %d wrong", e5, bad);
+                lwo_st_converted_free(&c);
+            }
+        }
+        /* int8 rows into caller buffers */
+        CHECK(lwo_safetensors_convert(tf, LWO_STORE_INT8, q, sizeof q, scales, R - 1, &c) == LWO_ERROR_INVALID_ARGUMENT, "scales too small");
+        CHECK(lwo_safetensors_convert(tf, LWO_STORE_INT8, q, sizeof q - 1, scales, R, &c) == LWO_ERROR_INVALID_ARGUMENT, "buffer too small");
+        CHECK(lwo_safetensors_convert(tf, LWO_STORE_INT8, q, sizeof q, scales, R, &c) == LWO_SUCCESS && c.data == q && c.row_scales == scales && !c.owned_data && !c.owned_scales, "-> int8");
+        CHECK(c.rows == R && c.cols == C, "int8 layout");
+        for (bad = 0, i = 0; i < R; i++) {
+            float amax = 0, s;
+            int k;
+            for (k = 0; k < C; k++) if (fabsf(src[i * C + k]) > amax) amax = fabsf(src[i * C + k]);
+            s = amax == 0.0f ? 1.0f : amax / 127.0f;
+            if (scales[i] != s) bad++;
+            for (k = 0; k < C; k++) {
+                long r = lrintf(src[i * C + k] / s);
+                if (r > 127) r = 127;
+                if (r < -127) r = -127;
+                if (q[i * C + k] != (int8_t)r) bad++;
+            }
+        }
+        CHECK(bad == 0, "int8 values: %d wrong", bad);
+        CHECK(scales[5] == 1.0f, "all-zero row scale 1");
+        CHECK(lwo_safetensors_convert(lwo_safetensors_find(f, "zero"), LWO_STORE_FP8_E4M3, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.scale == 1.0f, "all-zero fp8 scale 1");
+        lwo_st_converted_free(&c);
+        CHECK(lwo_safetensors_convert(tf, (lwo_store_format)99, NULL, 0, NULL, 0, &c) == LWO_ERROR_INVALID_ARGUMENT, "bad target");
+    }
+    lwo_safetensors_close(f);
+}
+
+/* ---- quantization conventions ------------------------------------------------------------- */
+static void test_quant(void) {
+    char err[256];
+    lwo_safetensors *f = NULL;
+    lwo_st_quant qi;
+    uint8_t w8[16] = { 0 };
+    float half = 0.5f, two = 2.0f, quarter = 0.25f, three = 3.0f, ws3[3] = { 1, 2, 3 }, sm4[4] = { 1, 1, 2, 2 }, ws2[2] = { 1, 2 };
+    uint64_t s44[2] = { 4, 4 }, s0[1] = { 0 }, s34[2] = { 3, 4 }, s3[1] = { 3 }, s4[1] = { 4 }, s2[1] = { 2 }, sj[1], sj2[1], sj3[1];
+    const char *cj = "{\"format\": \"float8_e4m3fn\", \"extra\": [1, -2.5e-3, {\"x\": null, \"y\": true}], \"s\": \"\\u00e9\"}";
+    const char *cj2 = "{\"format\": 1}";
+    const char *cj3 = "{\"format\": \"float8_e5m2\"}";
+    {   /* ComfyUI scaled fp8 */
+        lwo_st_write_tensor w[6];
+        memset(w, 0, sizeof w);
+        w[0].name = "scaled_fp8"; w[0].dtype = LWO_ST_F8_E4M3; w[0].ndim = 1; w[0].shape = s0;
+        w[1].name = "model.diffusion_model.blocks.0.attn.qkv.weight"; w[1].dtype = LWO_ST_F8_E4M3; w[1].ndim = 2; w[1].shape = s44; w[1].data = w8; w[1].bytes = 16;
+        w[2].name = "model.diffusion_model.blocks.0.attn.qkv.scale_weight"; w[2].dtype = LWO_ST_F32; w[2].data = &half; w[2].bytes = 4;
+        w[3].name = "model.diffusion_model.blocks.0.attn.qkv.scale_input"; w[3].dtype = LWO_ST_F32; w[3].data = &two; w[3].bytes = 4;
+        w[4].name = "model.diffusion_model.blocks.0.attn.proj.weight"; w[4].dtype = LWO_ST_F8_E4M3; w[4].ndim = 2; w[4].shape = s44; w[4].data = w8; w[4].bytes = 16;
+        w[5].name = "model.diffusion_model.blocks.0.attn.proj.bias"; w[5].dtype = LWO_ST_F32; w[5].ndim = 1; w[5].shape = s4; w[5].data = sm4; w[5].bytes = 16;
+        CHECK(lwo_safetensors_write(tpath("q1.safetensors"), w, 6, NULL, NULL, 0, err, sizeof err) == LWO_SUCCESS, "%s", err);
+        CHECK(lwo_safetensors_open(tpath("q1.safetensors"), &f) == LWO_SUCCESS, "%s", lwo_safetensors_error(f));
+        CHECK(lwo_safetensors_quant_info(f, w[1].name, &qi) == LWO_SUCCESS && qi.format == LWO_ST_QUANT_COMFY_SCALED_FP8, "scaled fp8 detected");
+        CHECK(qi.weight_scale && qi.input_scale && qi.weight_scale_value == 0.5f && qi.input_scale_value == 2.0f, "scaled fp8 scales");
+        CHECK(lwo_safetensors_quant_info(f, w[4].name, &qi) == LWO_SUCCESS && qi.format == LWO_ST_QUANT_COMFY_SCALED_FP8 && !qi.weight_scale && qi.weight_scale_value == 1.0f, "no scale_weight: 1");
+        CHECK(lwo_safetensors_quant_info(f, w[5].name, &qi) == LWO_SUCCESS && qi.format == LWO_ST_QUANT_NONE && qi.weight, "bias: none");
+        CHECK(lwo_safetensors_quant_info(f, "missing.weight", &qi) == LWO_ERROR_NOT_FOUND, "missing");
+        lwo_safetensors_close(f);
+    }
+    {   /* ComfyUI comfy_quant */
+        lwo_st_write_tensor w[9];
+        memset(w, 0, sizeof w);
+        sj[0] = strlen(cj); sj2[0] = strlen(cj2); sj3[0] = strlen(cj3);
+        w[0].name = "blk.weight"; w[0].dtype = LWO_ST_F8_E4M3; w[0].ndim = 2; w[0].shape = s44; w[0].data = w8; w[0].bytes = 16;
+        w[1].name = "blk.comfy_quant"; w[1].dtype = LWO_ST_U8; w[1].ndim = 1; w[1].shape = sj; w[1].data = cj; w[1].bytes = sj[0];
+        w[2].name = "blk.weight_scale"; w[2].dtype = LWO_ST_F32; w[2].data = &quarter; w[2].bytes = 4;
+        w[3].name = "blk.input_scale"; w[3].dtype = LWO_ST_F32; w[3].data = &three; w[3].bytes = 4;
+        w[4].name = "bad.weight"; w[4].dtype = LWO_ST_F8_E4M3; w[4].ndim = 2; w[4].shape = s44; w[4].data = w8; w[4].bytes = 16;
+        w[5].name = "bad.comfy_quant"; w[5].dtype = LWO_ST_U8; w[5].ndim = 1; w[5].shape = sj2; w[5].data = cj2; w[5].bytes = sj2[0];
+        w[6].name = "mis.weight"; w[6].dtype = LWO_ST_F8_E4M3; w[6].ndim = 2; w[6].shape = s44; w[6].data = w8; w[6].bytes = 16;
+        w[7].name = "mis.comfy_quant"; w[7].dtype = LWO_ST_U8; w[7].ndim = 1; w[7].shape = sj3; w[7].data = cj3; w[7].bytes = sj3[0];
+        w[8].name = "plain.weight"; w[8].dtype = LWO_ST_BF16; w[8].ndim = 2; w[8].shape = s44; w[8].data = pad16; w[8].bytes = 32;
+        CHECK(lwo_safetensors_write(tpath("q2.safetensors"), w, 9, NULL, NULL, 0, err, sizeof err) == LWO_SUCCESS, "%s", err);
+        CHECK(lwo_safetensors_open(tpath("q2.safetensors"), &f) == LWO_SUCCESS, "%s", lwo_safetensors_error(f));
+        CHECK(lwo_safetensors_quant_info(f, "blk.weight", &qi) == LWO_SUCCESS && qi.format == LWO_ST_QUANT_COMFY_QUANT, "comfy_quant: %s", lwo_safetensors_error(f));
+        CHECK(strcmp(qi.comfy_format, "float8_e4m3fn") == 0 && qi.weight_scale_value == 0.25f && qi.input_scale_value == 3.0f, "comfy_quant fields");
+        CHECK(lwo_safetensors_quant_info(f, "bad.weight", &qi) == LWO_ERROR_BAD_FILE && lwo_safetensors_error(f)[0], "bad comfy_quant JSON: %s", lwo_safetensors_error(f));
+        CHECK(lwo_safetensors_quant_info(f, "mis.weight", &qi) == LWO_ERROR_BAD_FILE, "format/dtype mismatch");
+        CHECK(lwo_safetensors_quant_info(f, "plain.weight", &qi) == LWO_SUCCESS && qi.format == LWO_ST_QUANT_NONE, "plain");
+        lwo_safetensors_close(f);
+    }
+    {   /* lwo int8 */
+        lwo_st_write_tensor w[5];
+        int8_t q12[12] = { 0 };
+        const char *k[1] = { "lwo.quant" }, *v[1] = { LWO_ST_QUANT_LWO_INT8_V1 };
+        memset(w, 0, sizeof w);
+        w[0].name = "l.weight"; w[0].dtype = LWO_ST_I8; w[0].ndim = 2; w[0].shape = s34; w[0].data = q12; w[0].bytes = 12;
+        w[1].name = "l.weight_scale"; w[1].dtype = LWO_ST_F32; w[1].ndim = 1; w[1].shape = s3; w[1].data = ws3; w[1].bytes = 12;
+        w[2].name = "l.smooth"; w[2].dtype = LWO_ST_F32; w[2].ndim = 1; w[2].shape = s4; w[2].data = sm4; w[2].bytes = 16;
+        w[3].name = "m.weight"; w[3].dtype = LWO_ST_I8; w[3].ndim = 2; w[3].shape = s34; w[3].data = q12; w[3].bytes = 12;
+        w[4].name = "m.weight_scale"; w[4].dtype = LWO_ST_F32; w[4].ndim = 1; w[4].shape = s2; w[4].data = ws2; w[4].bytes = 8;
+        CHECK(lwo_safetensors_write(tpath("q3.safetensors"), w, 5, k, v, 1, err, sizeof err) == LWO_SUCCESS, "%s", err);
+        CHECK(lwo_safetensors_open(tpath("q3.safetensors"), &f) == LWO_SUCCESS, "%s", lwo_safetensors_error(f));
+        CHECK(lwo_safetensors_quant_info(f, "l.weight", &qi) == LWO_SUCCESS && qi.format == LWO_ST_QUANT_LWO_INT8, "lwo int8: %s", lwo_safetensors_error(f));
+        CHECK(qi.weight_scale && qi.weight_scale->shape[0] == 3 && qi.smooth && qi.smooth->shape[0] == 4 && !qi.input_scale, "lwo int8 tensors");
+        CHECK(lwo_safetensors_quant_info(f, "m.weight", &qi) == LWO_ERROR_BAD_FILE, "wrong scale shape: %s", lwo_safetensors_error(f));
+        {   /* zero copy of the file's int8 */
+            lwo_st_converted c;
+            CHECK(lwo_safetensors_convert(lwo_safetensors_find(f, "l.weight"), LWO_STORE_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.zero_copy && !c.row_scales, "int8 zero copy");
+        }
+        lwo_safetensors_close(f);
+    }
+}
+
+int main(void) {
+    const char *t = getenv("TMPDIR");
+    check_seed("test_safetensors");
+    snprintf(tmpdir, sizeof tmpdir, "%s/lwo-st-test-%ld", t ? t : "/tmp", (long)getpid());
+    if (mkdir(tmpdir, 0700) != 0) { printf("cannot create %s\n", tmpdir); return 1; }
+    test_malformed();
+    test_roundtrip();
+    test_policy();
+    test_codecs();
+    test_convert();
+    test_quant();
+    {   /* clean up */
+        char cmd[600];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+        if (system(cmd) != 0) printf("note: could not remove %s\n", tmpdir);
+    }
+    return CHECK_SUMMARY();
+}
