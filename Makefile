@@ -89,9 +89,9 @@ bench-gemm: $(B)/bench_gemm
 	$(B)/bench_gemm
 	-$(PY) tests/bench_gemm_peers.py
 # The streaming benchmark: lwo's stack and PyTorch's peers in one run, then the table.
-bench-stream:
+bench-stream: $(B)/bench_stream
 	rm -f $(B)/bench_stream.txt
-	LWO_BENCH_OUT=$(B)/bench_stream.txt
+	LWO_BENCH_OUT=$(B)/bench_stream.txt $(B)/bench_stream
 	-$(PY) tests/bench_stream_peers.py $(B)/bench_stream.txt
 	$(PY) tests/bench_stream_table.py $(B)/bench_stream.txt
 # The benchmark: lwo's kernels and PyTorch in one run; a cold then a warm start in fresh processes.

@@ -2628,8 +2628,15 @@ LWO_DEF lwo_result lwo_linear(lwo_context *ctx, lwo_stream *stream, const lwo_te
     if (!w->item) return lwo__linear_run(ctx, stream, x, w, bias, y);
     if ((r = lwo_weight_acquire(ctx, stream, w, NULL)) != 0) return r;
     r = lwo__linear_run(ctx, stream, x, w, bias, y);
+    if (r) {
+        char keep[LWO__ERROR_CAP];
+        memcpy(keep, ctx->error, sizeof keep); /* release starts afresh; keep the reason */
+        lwo_weight_release(ctx, stream, w);
+        memcpy(ctx->error, keep, sizeof keep);
+        return r;
+    }
     r2 = lwo_weight_release(ctx, stream, w);
-    return r ? r : r2;
+    return r2;
 }
 
 static lwo_result lwo__linear_run(lwo_context *ctx, lwo_stream *stream, const lwo_tensor *x, const lwo_weight *w,

@@ -2,10 +2,10 @@
    accessor, the quant conventions and small conversions).
      clang -fsanitize=fuzzer,address,undefined tests/fuzz_safetensors.c -lm -o build/fuzz_safetensors
    With -DLWO_FUZZ_MAIN it is a plain program that replays the files named on its command line. */
+#define LWO_IMPLEMENTATION
+#include "../lwo.h" /* first: it sets the POSIX feature level */
 #include <stdint.h>
 #include <stddef.h>
-#define LWO_IMPLEMENTATION
-#include "../lwo.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -2,9 +2,9 @@
      st_dump dump FILE...   one line per tensor: name<TAB>dtype<TAB>d0,d1,..<TAB>bytes<TAB>fnv1a64(bytes),
                             then meta<TAB>key<TAB>value lines; exit 1 with the error when open fails
      st_dump write FILE     writes a fixed set of tensors (every dtype) that the script checks in Python */
-#include <stdint.h>
 #define LWO_IMPLEMENTATION
-#include "../lwo.h"
+#include "../lwo.h" /* first: it sets the POSIX feature level */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 

@@ -1,9 +1,9 @@
 /* test_safetensors.c - the safetensors reader, writer, quant conventions, policy, conversion. CPU only. */
+#define LWO_IMPLEMENTATION
+#include "../lwo.h" /* first: it sets the POSIX feature level */
 #include <math.h>
 #include <stdint.h>
 #include <unistd.h>
-#define LWO_IMPLEMENTATION
-#include "../lwo.h"
 #include "check.h"
 
 static char tmpdir[256];
