@@ -32,23 +32,26 @@
      lwo_destroy(ctx);                      // frees every tensor, stream and module it made
 
    CONTENTS (sections appear in this order, each uses only those above it)
-     Public API ........ results, dtypes, context, tensors, streams, modules, kernels, CPU refs
+     Public API ........ results, dtypes, context, tensors, streams, modules, kernels, CPU refs,
+                         weights and lwo_linear, safetensors, stats, streaming plan and passes
      1. Platform ....... dlopen, clock, files, allocation
      2. Driver loader .. one X-macro table of CUDA driver entry points via cuGetProcAddress
      3. NVRTC loader ... search order, version
      4. Kernel module .. compile for the device's exact arch, atomic on-disk cubin cache
-     5. Memory ......... device arena of exactly the budget, pinned host buffers
-     6. Tensors ........ device tensors; (weights: future)
-     7. Kernels, ops ... convert (upcast/downcast), quantize fp8 / int8 rows / int8 activations
+     5. Memory ......... device arena of exactly the budget, pinned host buffers, weights' host homes
+     6. Tensors ........ device tensors, streams, events, the caller's own modules
+     7. Kernels, ops ... CPU references; convert, quantize; weights, GEMMs, lwo_linear; create/destroy
+     8. Streaming ...... planner, staging ring, offload streams, passes, whole-pass graphs
+     10. safetensors ... bounds-checked reader, writer, conventions, storage policies
      11. Stats, logging
-     CPU references .... the exact math of every kernel, usable with no GPU
 
    THREAD SAFETY
      A context is used by one thread at a time. Two contexts in one process do not interfere:
      there is no global mutable state; every table lives in the context.
 
    REVISIONS
-     0.1.0  loaders, kernel module and cache, arena, convert and quantize kernels.
+     0.1.0  loaders, kernel module and cache, arena, convert and quantize kernels, mma.sync GEMMs
+            and lwo_linear, the streaming engine, safetensors.
 */
 /* The implementation uses POSIX (dlopen, clock_gettime, mmap, glob). Strict -std=c99 hides those
    unless a feature macro is set before the first system header: include lwo.h first in the file
