@@ -659,11 +659,6 @@ LWO_API void lwo_graph_destroy(lwo_context *ctx, lwo_graph *g);
 #endif
 
 #define LWO__ERROR_CAP 4096
-#if defined(__GNUC__) || defined(__clang__)
-#define LWO__UNUSED __attribute__((unused)) /* internal layers a later section or a test calls */
-#else
-#define LWO__UNUSED
-#endif
 
 static double lwo__now_ms(void) {
     struct timespec t;
@@ -1487,7 +1482,7 @@ typedef struct lwo__home {
     size_t reg_len;
 } lwo__home;
 
-static LWO__UNUSED lwo_result lwo__home_make(lwo_context *ctx, const void *src, uint64_t bytes, int borrow, lwo__home *h) {
+static lwo_result lwo__home_make(lwo_context *ctx, const void *src, uint64_t bytes, int borrow, lwo__home *h) {
     memset(h, 0, sizeof *h);
     h->bytes = bytes;
     if (borrow) {
@@ -1515,7 +1510,7 @@ static LWO__UNUSED lwo_result lwo__home_make(lwo_context *ctx, const void *src, 
     return LWO_SUCCESS;
 }
 
-static LWO__UNUSED void lwo__home_free(lwo_context *ctx, lwo__home *h) {
+static void lwo__home_free(lwo_context *ctx, lwo__home *h) {
     switch (h->kind) {
     case LWO__HOME_PINNED: ctx->cu.cuMemFreeHost(h->ptr); ctx->pinned_bytes -= h->bytes; break;
     case LWO__HOME_REGISTERED: ctx->cu.cuMemHostUnregister(h->reg_base); break;
