@@ -5027,7 +5027,7 @@ static lwo_dtype lwo__st_format_dtype(lwo_format fmt) {
 static int lwo__st_finite(float v) { return fabsf(v) <= 3.40282347e38f; }
 
 /* An aligned f32 copy of an F32 tensor whose every element is finite (and > 0 with positive). */
-static lwo_result lwo__st_f32_copy(lwo_safetensors *f, const lwo_st_tensor *t, int positive, float **out) {
+static lwo_result lwo__st_f32_copy(lwo_safetensors *f, const char *weight, const lwo_st_tensor *t, int positive, float **out) {
     uint64_t i;
     float *c = (float *)LWO_MALLOC(t->bytes ? (size_t)t->bytes : 1);
     *out = NULL;
@@ -5035,7 +5035,7 @@ static lwo_result lwo__st_f32_copy(lwo_safetensors *f, const lwo_st_tensor *t, i
     if (t->bytes) memcpy(c, t->data, (size_t)t->bytes);
     for (i = 0; i < t->numel; i++)
         if (!lwo__st_finite(c[i]) || (positive && !(c[i] > 0.0f))) {
-            lwo__st_fail(f, "tensor \"%.300s\": element %llu is %g; it must be %s", t->name, (unsigned long long)i, (double)c[i],
+            lwo__st_fail(f, "tensor \"%.300s\": element %llu of \"%.300s\" is %g; it must be %s", weight, (unsigned long long)i, t->name, (double)c[i],
                          positive ? "positive and finite" : "finite");
             LWO_FREE(c);
             return LWO_ERROR_BAD_FILE;
@@ -5130,8 +5130,8 @@ static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_
     p->d.format = format;
     p->d.placement = (int)placement;
     if (i8 && format == LWO_FORMAT_INT8) {
-        if ((r = lwo__st_f32_copy(f, q.weight_scale, 0, &p->owned_scales)) != 0) return r;
-        if (q.smooth && (r = lwo__st_f32_copy(f, q.smooth, 1, &p->owned_smooth)) != 0) return r;
+        if ((r = lwo__st_f32_copy(f, name, q.weight_scale, 0, &p->owned_scales)) != 0) return r;
+        if (q.smooth && (r = lwo__st_f32_copy(f, name, q.smooth, 1, &p->owned_smooth)) != 0) return r;
         p->d.data = w->data;
         p->d.data_dtype = LWO_DTYPE_I8;
         p->d.row_scales = p->owned_scales;
@@ -5154,8 +5154,8 @@ static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_
         p->owned_data = buf;
         if (i8) {
             const int8_t *qd = (const int8_t *)w->data;
-            if ((r = lwo__st_f32_copy(f, q.weight_scale, 0, &p->owned_scales)) != 0) return r;
-            if (q.smooth && (r = lwo__st_f32_copy(f, q.smooth, 1, &p->owned_smooth)) != 0) return r;
+            if ((r = lwo__st_f32_copy(f, name, q.weight_scale, 0, &p->owned_scales)) != 0) return r;
+            if (q.smooth && (r = lwo__st_f32_copy(f, name, q.smooth, 1, &p->owned_smooth)) != 0) return r;
             for (i = 0; i < N; i++)
                 for (k = 0; k < K; k++) {
                     float v = (float)qd[i * K + k] * p->owned_scales[i];
