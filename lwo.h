@@ -42,7 +42,8 @@
      6. Tensors ........ device tensors, streams, events, the caller's own modules
      7. Kernels, ops ... CPU references; convert, quantize; weights, GEMMs, lwo_linear; create/destroy
      8. Streaming ...... planner, staging ring, offload streams, passes, whole-pass graphs
-     10. safetensors ... bounds-checked reader, writer, conventions, storage policies
+     10. safetensors ... bounds-checked reader, writer, conventions, storage policies, checkpoint
+                         tensors as weights (zero copy from the mapping)
      11. Stats, logging
 
    THREAD SAFETY
@@ -595,8 +596,13 @@ LWO_API void lwo_st_converted_free(lwo_st_converted *c);
    Zero copy: when the tensor already is what the device stores (BF16 -> LWO_FORMAT_BF16, F16 ->
    F16, F8_E4M3 -> FP8_E4M3 or FP8_E4M3_W8A8, F8_E5M2 -> FP8_E5M2, lwo int8 -> INT8), K is a multiple
    of 64 and the placement is AUTO or STREAMED, the weight's host home is the file's mapping itself
-   (lwo_weight_desc.borrow_host): the file's data area is registered with the driver read-only,
-   once per file and context, and no copy is made in RAM. lwo_weight_info.host_home is then
+   (lwo_weight_desc.borrow_host): the file's whole data area is registered with the driver
+   read-only, once per file and context (the driver refuses to register a page twice, and packed
+   tensors share pages), and no copy is made in RAM. Registering pins the mapping, so the first
+   zero-copy load reads the whole file into RAM, and tensors of that file loaded as copies are then
+   held twice: load a checkpoint as it is stored, or convert it once ahead (lwo_safetensors_convert,
+   lwo_safetensors_write). Another context registering the same file gets pinned copies (a
+   warning). The registration goes with the last weight using it. lwo_weight_info.host_home is then
    LWO_HOME_REGISTERED and host_data points at the tensor in the mapping. Should the driver refuse
    the registration, the weight gets lwo's pinned copy instead and a warning is logged.
    THE MAPPING MUST OUTLIVE THE WEIGHT: destroy the weights (or the context) before
