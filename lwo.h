@@ -1594,7 +1594,7 @@ static lwo_result lwo__host_reg_acquire(lwo_context *ctx, const void *p, uint64_
     lwo__CUresult rc;
     *out = NULL;
     if (r) { r->refs++; *out = r; return LWO_SUCCESS; }
-    if (ps <= 0 || bytes == 0 || bytes > (uint64_t)(UINTPTR_MAX - a) - (uintptr_t)ps)
+    if (ps <= 0 || bytes == 0 || UINTPTR_MAX - a < (uintptr_t)ps || bytes > (uint64_t)(UINTPTR_MAX - a - (uintptr_t)ps))
         return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "cannot register %llu bytes at %p", (unsigned long long)bytes, p);
     base = a / (uintptr_t)ps * (uintptr_t)ps;
     end = (a + (uintptr_t)bytes + (uintptr_t)ps - 1) / (uintptr_t)ps * (uintptr_t)ps;
@@ -5069,6 +5069,12 @@ static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_
     int fp8 = 0, i8 = 0;
     char sh[200];
     memset(p, 0, sizeof *p);
+    if (!f->ready) {
+        char why[sizeof f->error];
+        memcpy(why, f->error, sizeof why);
+        lwo__st_fail(f, "tensor \"%.300s\": the file did not open (%.400s)", name, why);
+        return LWO_ERROR_INVALID_ARGUMENT;
+    }
     if ((int)format < 0 || format >= LWO_FORMAT_COUNT) {
         lwo__st_fail(f, "tensor \"%.300s\": format %d is not an lwo_format", name, (int)format);
         return LWO_ERROR_INVALID_ARGUMENT;

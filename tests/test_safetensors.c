@@ -823,6 +823,17 @@ static void test_load(void) {
     prep(f, "missing.weight", LWO_FORMAT_BF16, LWO_PLACE_STREAMED, &p, LWO_ERROR_NOT_FOUND);
     prep(f, "bf.weight", (lwo_format)99, LWO_PLACE_STREAMED, &p, LWO_ERROR_INVALID_ARGUMENT);
     prep(f, "bf.weight", LWO_FORMAT_BF16, (lwo_placement)7, &p, LWO_ERROR_INVALID_ARGUMENT);
+    {   /* a file that failed to open */
+        static const uint8_t junk[16] = { 4, 0, 0, 0, 0, 0, 0, 0, '{', '}', 'x', 'y' };
+        lwo_safetensors *bad_f = NULL;
+        CHECK(lwo_safetensors_open_memory(junk, sizeof junk, &bad_f) != LWO_SUCCESS && bad_f, "junk is refused");
+        if (bad_f) {
+            CHECK_EQ_INT(lwo__st_weight_prep(bad_f, "bf.weight", LWO_FORMAT_BF16, LWO_PLACE_AUTO, &p), LWO_ERROR_INVALID_ARGUMENT);
+            CHECK(strstr(lwo_safetensors_error(bad_f), "did not open") != NULL, "detail: %s", lwo_safetensors_error(bad_f));
+            lwo__st_prep_free(&p);
+            lwo_safetensors_close(bad_f);
+        }
+    }
     /* lwo int8 */
     if (prep(g, "l.weight", LWO_FORMAT_INT8, LWO_PLACE_STREAMED, &p, LWO_SUCCESS)) {
         const lwo_st_tensor *t = lwo_safetensors_find(g, "l.weight");
