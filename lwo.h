@@ -42,7 +42,8 @@
      6. Tensors ........ device tensors, streams, events, the caller's own modules
      7. Kernels, ops ... CPU references; convert, quantize; weights, GEMMs, lwo_linear; create/destroy
      8. Streaming ...... planner, staging ring, offload streams, passes, whole-pass graphs
-     10. safetensors ... bounds-checked reader, writer, conventions, storage policies
+     10. safetensors ... bounds-checked reader, writer, conventions, storage policies, checkpoint
+                         tensors as weights (zero copy from the mapping)
      11. Stats, logging
 
    THREAD SAFETY
@@ -310,7 +311,9 @@ typedef struct lwo_weight_desc {
     const void *bias;         /* optional host [rows]; stored as f32 */
     lwo_dtype bias_dtype;     /* 0 = f32; f32/f16/bf16 */
     const float *smooth;      /* optional f32[cols] > 0, W8A8 formats only: activations are divided
-                                 by it before quantization and W's columns multiplied by it. */
+                                 by it before quantization and W's columns multiplied by it (float
+                                 data; pre-quantized i8 / e4m3 data already holds W * smooth and is
+                                 stored as it is). */
     int placement;            /* an lwo_placement. 0 = LWO_PLACE_RESIDENT */
     int borrow_host;          /* streamed weights only: keep `data` itself as the weight's host home
                                  (registered with the driver read-only, no copy in RAM: a mapped
@@ -323,6 +326,16 @@ typedef struct lwo_weight_desc {
    resident if the budget allows, else it streams from its host home. STREAMED: always streams. */
 typedef enum lwo_placement { LWO_PLACE_RESIDENT = 0, LWO_PLACE_AUTO, LWO_PLACE_STREAMED } lwo_placement;
 
+/* Where a weight's stored bytes wait in host RAM while the GPU does not hold them. */
+typedef enum lwo_host_home {
+    LWO_HOME_NONE = 0,        /* a RESIDENT weight: no host copy is kept */
+    LWO_HOME_PINNED,          /* lwo's own pinned copy (counted against lwo_desc.pinned_cap) */
+    LWO_HOME_REGISTERED,      /* desc.borrow_host: the caller's memory itself (a mapped checkpoint),
+                                 registered with the driver read-only: zero copy, full bus speed */
+    LWO_HOME_PAGEABLE_COPY,   /* lwo's copy in pageable memory (pinning refused or past pinned_cap): slow */
+    LWO_HOME_BORROWED         /* desc.borrow_host, but the driver would not register it: slow, no graphs */
+} lwo_host_home;
+
 typedef struct lwo_weight_info {
     uint64_t rows, cols, kpad;    /* kpad: the stored row length (cols rounded up to 64) */
     lwo_format format;
@@ -330,6 +343,9 @@ typedef struct lwo_weight_info {
     const lwo_tensor *scales;     /* f32 [1] (fp8 upcast formats), f32 [rows] (W8A8), or NULL */
     const lwo_tensor *bias;       /* f32 [rows] or NULL */
     const lwo_tensor *smooth;     /* f32 [cols] or NULL */
+    lwo_host_home host_home;      /* where the stored weight bytes live on the host (AUTO, STREAMED) */
+    const void *host_data;        /* what the transfers read: inside the caller's memory for
+                                     REGISTERED / BORROWED (desc.data itself), NULL for NONE */
 } lwo_weight_info;
 
 /* Uploads desc->data, quantizes it on the GPU into the chosen format and stores it in the arena.
@@ -372,7 +388,8 @@ LWO_API lwo_result lwo_ref_quantize_fp8_rows(const void *x, lwo_dtype xt, uint64
 /* A bounds-checked reader and an atomic writer of the .safetensors checkpoint format, plus the
    quantized-checkpoint conventions (ComfyUI scaled fp8, ComfyUI comfy_quant, lwo int8), storage
    policies (glob rules -> storage format) and the CPU conversion into a storage format.
-   None of this needs a context or a GPU.
+   None of this needs a context or a GPU, except the weight loaders at the end
+   (lwo_safetensors_load_weight, lwo_safetensors_load_weight_policy).
 
    The reader never trusts the file: the 8-byte little-endian header length must lie within the
    file and under LWO_SAFETENSORS_MAX_HEADER; the JSON header is parsed against the exact schema
@@ -526,11 +543,16 @@ typedef struct lwo_storage_policy {
 LWO_API int lwo_glob_match(const char *pattern, const char *name);   /* 1 on a match */
 LWO_API lwo_store_format lwo_storage_policy_format(const lwo_storage_policy *p, const char *name);
 
-/* Converts file tensor t to `target` on the CPU. Any source dtype is read as f32 (f64 and the
-   integers through a C conversion); f32 -> bf16/f16 round to nearest even (f16 overflows to inf),
-   fp8 saturates with RNE and keeps NaN (inf saturates too), int8 rows are
-   clamp(rne(x / scale), -127, 127) with NaN -> 0. For INT8 a tensor of ndim >= 2 has rows =
-   shape[0] and cols = numel / rows; ndim 0 or 1 is one row.
+/* Converts file tensor t to `target` on the CPU with lwo's reference codecs (lwo_ref_*, the math
+   of the GPU kernels). Any source dtype is read as f32 (f64 and the integers through a C
+   conversion); f32 -> bf16/f16 round to nearest even (f16 overflows to inf); fp8 is
+   q = fp8(x * (1 / scale)), RNE, saturating (inf too), NaN kept; int8 rows are
+   clamp(rne(x * (1 / scale)), -127, 127) with NaN -> 0. The scales are absmax / 448 (e4m3),
+   absmax / 57344 (e5m2), absmax(row) / 127 (int8), NaNs skipped, 1 for all zeros (or when the
+   division underflows): on NaN-free data exactly what lwo_quantize_fp8 and lwo_quantize_int8_rows
+   (and so lwo_weight_create) produce on the GPU. NaN encodes as lwo_ref's: bf16 quiet, f16 0x7fff,
+   fp8 sign | 0x7f. For INT8 a tensor of ndim >= 2 has rows = shape[0] and cols = numel / rows;
+   ndim 0 or 1 is one row.
    Zero copy: when t's dtype already is the target's dtype (always for KEEP) out->data points into
    the mapping, nothing is allocated, and scale / row_scales are 1 / NULL -- the file's own scales
    (lwo_safetensors_quant_info) apply.
@@ -553,6 +575,62 @@ LWO_API lwo_result lwo_safetensors_convert(const lwo_st_tensor *t, lwo_store_for
                                            uint64_t buf_bytes, float *scales, uint64_t scales_count,
                                            lwo_st_converted *out);
 LWO_API void lwo_st_converted_free(lwo_st_converted *c);
+
+/* ---- weights from a checkpoint (these need a context) ------------------------------------------
+   lwo_safetensors_load_weight makes an lwo_weight (as lwo_weight_create does) from the 2-D tensor
+   `weight_name` of f, normally "<prefix>.weight" [N, K], stored in `format` with `placement`.
+   "<prefix>.bias" (1-D [N]: F32, F16, BF16, or F64 converted to f32) is attached when present.
+   How the tensor is read depends on how the file stores it (lwo_safetensors_quant_info):
+     plain F32 / F16 / BF16: handed to lwo_weight_create as it is and quantized on the GPU into any
+       format (F64 is converted to f32 on the CPU first);
+     fp8 (ComfyUI scaled fp8, or comfy_quant "float8_e4m3fn" / "float8_e5m2", with a scalar weight
+       scale; a plain fp8 tensor has scale 1): in its own fp8 format, codes and scale as they are
+       (e4m3: LWO_FORMAT_FP8_E4M3, or LWO_FORMAT_FP8_E4M3_W8A8 with that scale on every row; e5m2:
+       LWO_FORMAT_FP8_E5M2). The input scale is not used: lwo quantizes activations per call;
+     lwo int8 (I8 + weight_scale [N] + optional smooth [K]): LWO_FORMAT_INT8 as it is, with its
+       row scales and smooth;
+     a quantized tensor asked for in another format is first dequantized on the CPU with lwo's
+       reference codecs into an f32 buffer of N x K (held for the call only): fp8 as code * scale,
+       int8 as (q * weight_scale[n]) / smooth[k]; for FP8_E4M3_W8A8 the smooth is kept (lwo folds
+       it back into the columns); then it is quantized on the GPU like a plain tensor.
+   Zero copy: when the tensor already is what the device stores (BF16 -> LWO_FORMAT_BF16, F16 ->
+   F16, F8_E4M3 -> FP8_E4M3 or FP8_E4M3_W8A8, F8_E5M2 -> FP8_E5M2, lwo int8 -> INT8), K is a multiple
+   of 64 and the placement is AUTO or STREAMED, the weight's host home is the file's mapping itself
+   (lwo_weight_desc.borrow_host): the file's whole data area is registered with the driver
+   read-only, once per file and context (the driver refuses to register a page twice, and packed
+   tensors share pages), and no copy is made in RAM. Registering pins the mapping, so the first
+   zero-copy load reads the whole file into RAM, and tensors of that file loaded as copies are then
+   held twice: load a checkpoint as it is stored, or convert it once ahead (lwo_safetensors_convert,
+   lwo_safetensors_write). Another context registering the same file gets pinned copies (a
+   warning). The registration goes with the last weight using it. lwo_weight_info.host_home is then
+   LWO_HOME_REGISTERED and host_data points at the tensor in the mapping. Should the driver refuse
+   the registration, the weight gets lwo's pinned copy instead and a warning is logged.
+   THE MAPPING MUST OUTLIVE THE WEIGHT: destroy the weights (or the context) before
+   lwo_safetensors_close(f). Weights that were copied do not need the file after the call.
+   Returns LWO_ERROR_INVALID_ARGUMENT (a NULL, a format or placement out of range, a tensor that is
+   not 2-D), LWO_ERROR_NOT_FOUND (no such tensor), LWO_ERROR_BAD_FILE (a convention's tensors are
+   inconsistent, a bias of the wrong shape, a scale that is not positive and finite, a smooth
+   divisor that is not), LWO_ERROR_UNSUPPORTED (a dtype or convention lwo cannot store: integers
+   other than lwo int8, per-channel or block comfy scales, other comfy_quant formats), or what
+   lwo_weight_create returns. lwo_last_error(ctx) names the tensor. On failure *out is NULL and
+   nothing stays allocated or registered. */
+LWO_API lwo_result lwo_safetensors_load_weight(lwo_context *ctx, lwo_safetensors *f, const char *weight_name,
+                                               lwo_format format, lwo_placement placement, lwo_weight **out);
+/* The lwo_format a storage choice means for weight tensor `weight_name` of f. LWO_STORE_KEEP: the
+   format the file holds it in (BF16 -> LWO_FORMAT_BF16, F16 -> F16, F8_E4M3 -> FP8_E4M3 (the upcast
+   format), F8_E5M2 -> FP8_E5M2, lwo int8 -> INT8; F32 and F64 -> BF16, the nearest format lwo
+   stores). LWO_STORE_BF16, F16, FP8_E4M3, FP8_E5M2, INT8: the lwo_format of that name.
+   LWO_STORE_F32: LWO_ERROR_UNSUPPORTED, since lwo stores no weight as f32 (a policy meant for norms
+   and biases must not pick f32 for a linear weight; ask for BF16 or KEEP). A tensor no format
+   keeps (plain integers) is LWO_ERROR_UNSUPPORTED too. No context needed; the detail of a failure
+   is lwo_safetensors_error(f). */
+LWO_API lwo_result lwo_safetensors_weight_format(lwo_safetensors *f, const char *weight_name, lwo_store_format store,
+                                                 lwo_format *out);
+/* lwo_safetensors_load_weight in the format `policy` picks for weight_name: lwo_storage_policy_format,
+   then lwo_safetensors_weight_format. A NULL policy keeps every tensor as the file has it. */
+LWO_API lwo_result lwo_safetensors_load_weight_policy(lwo_context *ctx, lwo_safetensors *f, const char *weight_name,
+                                                      const lwo_storage_policy *policy, lwo_placement placement,
+                                                      lwo_weight **out);
 
 /* ==== Public API: stats ====================================================================== */
 typedef struct lwo_stats {
@@ -1105,6 +1183,7 @@ struct lwo_context {
     struct lwo__engine *engine; /* the streaming engine (section 8), made on first use */
     uint64_t pinned_bytes;      /* host bytes pinned for weight homes, against desc.pinned_cap */
     lwo_weight *weights;        /* every live weight (section 7) */
+    struct lwo__host_reg *host_regs; /* shared registrations of caller ranges (section 5) */
     uint64_t ws_off, ws_size;   /* lwo_linear's grow-only workspace in the arena (0: none) */
     char error[LWO__ERROR_CAP];
 };
@@ -1474,17 +1553,84 @@ LWO_DEF void lwo_host_free(lwo_context *ctx, void *p) {
    or the caller's memory as it is, with a warning, since transfers from it run at a fraction of
    the bus speed and cannot be captured in a graph. */
 typedef enum lwo__home_kind { LWO__HOME_PINNED = 1, LWO__HOME_REGISTERED, LWO__HOME_PAGEABLE_COPY, LWO__HOME_BORROWED } lwo__home_kind;
+
+/* A shared registration: one caller range (a checkpoint's mapped data) registered once, that many
+   homes lie inside. The driver refuses to register a page twice, and the tensors of a checkpoint
+   are packed, so neighbouring weights share pages: each registering its own page range would fail
+   for the second. Counted; unregistered when the last user lets go (the device idle by then). */
+typedef struct lwo__host_reg {
+    const uint8_t *base;  /* the caller's range */
+    uint64_t len;
+    void *reg_base;       /* the page-aligned range registered */
+    size_t reg_len;
+    size_t refs;
+    struct lwo__host_reg *next;
+} lwo__host_reg;
+
 typedef struct lwo__home {
     lwo__home_kind kind;
     void *ptr;            /* what transfers read */
     uint64_t bytes;
     void *reg_base;       /* the page-aligned range registered, for LWO__HOME_REGISTERED */
     size_t reg_len;
+    lwo__host_reg *shared; /* LWO__HOME_REGISTERED inside a shared registration (reg_base unused) */
 } lwo__home;
+
+/* The shared registration holding [p, p + bytes), or NULL. Bounds by subtraction. */
+static lwo__host_reg *lwo__host_reg_find(lwo_context *ctx, const void *p, uint64_t bytes) {
+    lwo__host_reg *r;
+    for (r = ctx->host_regs; r; r = r->next)
+        if ((const uint8_t *)p >= r->base && (uint64_t)((const uint8_t *)p - r->base) <= r->len &&
+            bytes <= r->len - (uint64_t)((const uint8_t *)p - r->base))
+            return r;
+    return NULL;
+}
+
+/* Registers [p, p + bytes) read-only, or counts one more user of a registration that holds it. */
+static lwo_result lwo__host_reg_acquire(lwo_context *ctx, const void *p, uint64_t bytes, lwo__host_reg **out) {
+    lwo__host_reg *r = lwo__host_reg_find(ctx, p, bytes);
+    long ps = sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)p, base, end;
+    lwo__CUresult rc;
+    *out = NULL;
+    if (r) { r->refs++; *out = r; return LWO_SUCCESS; }
+    if (ps <= 0 || bytes == 0 || UINTPTR_MAX - a < (uintptr_t)ps || bytes > (uint64_t)(UINTPTR_MAX - a - (uintptr_t)ps))
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "cannot register %llu bytes at %p", (unsigned long long)bytes, p);
+    base = a / (uintptr_t)ps * (uintptr_t)ps;
+    end = (a + (uintptr_t)bytes + (uintptr_t)ps - 1) / (uintptr_t)ps * (uintptr_t)ps;
+    r = (lwo__host_reg *)LWO_MALLOC(sizeof *r);
+    if (!r) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    rc = ctx->cu.cuMemHostRegister((void *)base, (size_t)(end - base), 0x08 /* CU_MEMHOSTREGISTER_READ_ONLY */);
+    if (rc) { LWO_FREE(r); return lwo__cuda_fail(ctx, rc, "cuMemHostRegister (read-only) of a mapped checkpoint"); }
+    r->base = (const uint8_t *)p;
+    r->len = bytes;
+    r->reg_base = (void *)base;
+    r->reg_len = (size_t)(end - base);
+    r->refs = 1;
+    r->next = ctx->host_regs;
+    ctx->host_regs = r;
+    *out = r;
+    return LWO_SUCCESS;
+}
+
+static void lwo__host_reg_release(lwo_context *ctx, lwo__host_reg *r) {
+    lwo__host_reg **pp;
+    if (!r || --r->refs > 0) return;
+    for (pp = &ctx->host_regs; *pp; pp = &(*pp)->next)
+        if (*pp == r) { *pp = r->next; break; }
+    ctx->cu.cuMemHostUnregister(r->reg_base);
+    LWO_FREE(r);
+}
 
 static lwo_result lwo__home_make(lwo_context *ctx, const void *src, uint64_t bytes, int borrow, lwo__home *h) {
     memset(h, 0, sizeof *h);
     h->bytes = bytes;
+    if (borrow && (h->shared = lwo__host_reg_find(ctx, src, bytes)) != NULL) {
+        h->shared->refs++;
+        h->ptr = (void *)src;
+        h->kind = LWO__HOME_REGISTERED;
+        return LWO_SUCCESS;
+    }
     if (borrow) {
         long ps = sysconf(_SC_PAGESIZE);
         uintptr_t a = (uintptr_t)src, base = a / (uintptr_t)ps * (uintptr_t)ps, end = (a + (uintptr_t)bytes + (uintptr_t)ps - 1) / (uintptr_t)ps * (uintptr_t)ps;
@@ -1513,7 +1659,10 @@ static lwo_result lwo__home_make(lwo_context *ctx, const void *src, uint64_t byt
 static void lwo__home_free(lwo_context *ctx, lwo__home *h) {
     switch (h->kind) {
     case LWO__HOME_PINNED: ctx->cu.cuMemFreeHost(h->ptr); ctx->pinned_bytes -= h->bytes; break;
-    case LWO__HOME_REGISTERED: ctx->cu.cuMemHostUnregister(h->reg_base); break;
+    case LWO__HOME_REGISTERED:
+        if (h->shared) lwo__host_reg_release(ctx, h->shared);
+        else ctx->cu.cuMemHostUnregister(h->reg_base);
+        break;
     case LWO__HOME_PAGEABLE_COPY: LWO_FREE(h->ptr); break;
     default: break;
     }
@@ -2272,8 +2421,6 @@ static lwo_result lwo__weight_validate(lwo_context *ctx, const lwo_weight_desc *
         return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.bias_dtype %s is not f32, f16 or bf16", lwo_dtype_name(d->bias_dtype));
     if (d->smooth && !lwo__format_w8a8(d->format))
         return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.smooth applies to the W8A8 formats only (format is %s)", lwo__format_name(d->format));
-    if (d->smooth && !lwo__is_float(dt))
-        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.smooth needs float data (it is folded into W before quantization)");
     if (d->smooth) {
         uint64_t k;
         for (k = 0; k < d->cols; k++)
@@ -2448,8 +2595,9 @@ static lwo_result lwo__weight_check_borrow(lwo_context *ctx, const lwo_weight_de
     default: want = LWO_DTYPE_I8; break;
     }
     if (d->placement == LWO_PLACE_RESIDENT) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.borrow_host needs desc.placement AUTO or STREAMED");
-    if (dt != want || d->cols % LWO__KPAD != 0 || d->smooth)
-        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.borrow_host needs the data as stored: %s with cols a multiple of %u and no smooth "
+    /* pre-quantized data with smooth is stored as it is (smooth divides the activations only) */
+    if (dt != want || d->cols % LWO__KPAD != 0)
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.borrow_host needs the data as stored: %s with cols a multiple of %u "
                          "(got %s, cols %llu)", lwo_dtype_name(want), LWO__KPAD, lwo_dtype_name(dt), (unsigned long long)d->cols);
     return LWO_SUCCESS;
 }
@@ -2514,6 +2662,14 @@ LWO_DEF lwo_result lwo_weight_get_info(lwo_context *ctx, const lwo_weight *w, lw
     if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
     out->rows = w->rows; out->cols = w->cols; out->kpad = w->kpad; out->format = w->format;
     out->data = w->data; out->scales = w->scales; out->bias = w->bias; out->smooth = w->smooth;
+    switch (w->homes[0].kind) {
+    case LWO__HOME_PINNED: out->host_home = LWO_HOME_PINNED; break;
+    case LWO__HOME_REGISTERED: out->host_home = LWO_HOME_REGISTERED; break;
+    case LWO__HOME_PAGEABLE_COPY: out->host_home = LWO_HOME_PAGEABLE_COPY; break;
+    case LWO__HOME_BORROWED: out->host_home = LWO_HOME_BORROWED; break;
+    default: out->host_home = LWO_HOME_NONE; break;
+    }
+    out->host_data = w->homes[0].ptr;
     return LWO_SUCCESS;
 }
 
@@ -4334,87 +4490,15 @@ LWO_API const char *lwo_safetensors_metadata_find(const lwo_safetensors *f, cons
 }
 
 /* ---- number codecs (the CPU conversion) ---------------------------------------------------- */
-static float lwo__st_bf16_to_f32(uint16_t h) { uint32_t u = (uint32_t)h << 16; float v; memcpy(&v, &u, 4); return v; }
-static uint16_t lwo__st_f32_to_bf16(float v) {
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);   /* NaN, made quiet */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-static float lwo__st_f16_to_f32(uint16_t h) {
-    int e = (h >> 10) & 31, m = h & 1023;
-    float v = e == 0 ? (float)ldexp((double)m, -24) : e == 31 ? (m ? (float)NAN : (float)INFINITY)
-                     : (float)ldexp((double)(m + 1024), e - 25);
-    return (h & 0x8000) ? -v : v;
-}
-static float lwo__st_fp8_to_f32(uint8_t c, int e5m2) {
-    float v;
-    if (e5m2) {
-        int e = (c >> 2) & 31, m = c & 3;
-        v = e == 31 ? (m ? (float)NAN : (float)INFINITY) : e == 0 ? (float)ldexp((double)m, -16)
-                    : (float)ldexp((double)(4 + m), e - 17);
-    } else {
-        int e = (c >> 3) & 15, m = c & 7;
-        v = (c & 0x7f) == 0x7f ? (float)NAN : e == 0 ? (float)ldexp((double)m, -9) : (float)ldexp((double)(8 + m), e - 10);
-    }
-    return (c & 0x80) ? -v : v;
-}
-/* Round-to-nearest-even of a >= 0 (finite) to a format of `mbits` mantissa bits and exponent
-   `bias`, as the unsigned code (exponent field << mbits | mantissa); subnormals included. The
-   caller handles saturation or overflow for codes past its largest finite one. */
-static uint32_t lwo__st_encode_mag(double a, int mbits, int bias) {
-    int e, emin = 1 - bias;
-    double q, r, d;
-    uint32_t m;
-    if (a == 0) return 0;
-    (void)frexp(a, &e);
-    e -= 1;                                 /* a in [2^e, 2^(e+1)) */
-    if (e < emin) e = emin;
-    q = ldexp(a, mbits - e);                /* a in units of the ulp at exponent e: exact */
-    r = floor(q);
-    d = q - r;
-    if (d > 0.5 || (d == 0.5 && fmod(r, 2.0) != 0.0)) r += 1.0;
-    m = (uint32_t)r;
-    if (m >= (2u << mbits)) { m >>= 1; e += 1; }   /* rounding carried into the next binade */
-    if (m < (1u << mbits)) return m;               /* subnormal (e == emin) or zero */
-    return ((uint32_t)(e + bias) << mbits) | (m - (1u << mbits));
-}
-static uint16_t lwo__st_f32_to_f16(float v) {
-    uint16_t s = signbit(v) ? 0x8000 : 0;
-    uint32_t c;
-    if (isnan(v)) return (uint16_t)(s | 0x7e00);
-    if (isinf(v)) return (uint16_t)(s | 0x7c00);
-    c = lwo__st_encode_mag(fabs((double)v), 10, 15);
-    if (c >= 0x7c00) c = 0x7c00;                   /* overflow to inf */
-    return (uint16_t)(s | c);
-}
-static uint8_t lwo__st_f32_to_fp8(float v, int e5m2) {
-    uint8_t s = signbit(v) ? 0x80 : 0;
-    double a;
-    uint32_t c, maxc = e5m2 ? 0x7b : 0x7e;
-    if (isnan(v)) return (uint8_t)(s | (e5m2 ? 0x7e : 0x7f));
-    a = fabs((double)v);
-    if (a >= (e5m2 ? 57344.0 : 448.0)) return (uint8_t)(s | maxc);   /* saturate (inf too) */
-    c = e5m2 ? lwo__st_encode_mag(a, 2, 15) : lwo__st_encode_mag(a, 3, 7);
-    if (c > maxc) c = maxc;
-    return (uint8_t)(s | c);
-}
-static float lwo__st_rne(float x) {   /* |x| < 2^23 */
-    float r = floorf(x), d = x - r;
-    if (d > 0.5f || (d == 0.5f && fmodf(r, 2.0f) != 0.0f)) r += 1.0f;
-    return r;
-}
+/* The codecs are section 7's references (lwo_ref_*), the math of the GPU kernels, so a tensor
+   converted here is bit for bit what lwo's kernels make of the same data. */
 /* Element i of `data` (dtype t, unaligned) as f32. */
 static float lwo__st_load(const void *data, lwo_st_dtype t, uint64_t i) {
     const uint8_t *p = (const uint8_t *)data + i * lwo_st_dtype_size(t);
     switch (t) {
     case LWO_ST_F64: { double d; memcpy(&d, p, 8); return (float)d; }
-    case LWO_ST_F32: { float f; memcpy(&f, p, 4); return f; }
-    case LWO_ST_F16: { uint16_t h; memcpy(&h, p, 2); return lwo__st_f16_to_f32(h); }
-    case LWO_ST_BF16: { uint16_t h; memcpy(&h, p, 2); return lwo__st_bf16_to_f32(h); }
-    case LWO_ST_F8_E4M3: return lwo__st_fp8_to_f32(*p, 0);
-    case LWO_ST_F8_E5M2: return lwo__st_fp8_to_f32(*p, 1);
+    case LWO_ST_F32: case LWO_ST_F16: case LWO_ST_BF16: case LWO_ST_F8_E4M3: case LWO_ST_F8_E5M2:
+        return lwo_ref_load(p, lwo_st_dtype_to_lwo(t), 0);
     case LWO_ST_I64: { int64_t x; memcpy(&x, p, 8); return (float)x; }
     case LWO_ST_I32: { int32_t x; memcpy(&x, p, 4); return (float)x; }
     case LWO_ST_I16: { int16_t x; memcpy(&x, p, 2); return (float)x; }
@@ -4863,21 +4947,20 @@ LWO_API lwo_result lwo_safetensors_convert(const lwo_st_tensor *t, lwo_store_for
     case LWO_STORE_F32:
         for (i = 0; i < n; i++) { float v = lwo__st_load(t->data, t->dtype, i); memcpy(dst + 4 * i, &v, 4); }
         break;
-    case LWO_STORE_BF16: case LWO_STORE_F16:
-        for (i = 0; i < n; i++) {
-            float v = lwo__st_load(t->data, t->dtype, i);
-            uint16_t h = target == LWO_STORE_BF16 ? lwo__st_f32_to_bf16(v) : lwo__st_f32_to_f16(v);
-            memcpy(dst + 2 * i, &h, 2);
-        }
+    case LWO_STORE_BF16: case LWO_STORE_F16: {
+        lwo_dtype d16 = target == LWO_STORE_BF16 ? LWO_DTYPE_BF16 : LWO_DTYPE_F16;
+        for (i = 0; i < n; i++) lwo_ref_store(dst, d16, i, lwo__st_load(t->data, t->dtype, i));
         break;
+    }
     case LWO_STORE_FP8_E4M3: case LWO_STORE_FP8_E5M2: {
-        int e5 = target == LWO_STORE_FP8_E5M2;
-        float amax = 0.0f, s;
+        lwo_dtype d8 = target == LWO_STORE_FP8_E5M2 ? LWO_DTYPE_F8_E5M2 : LWO_DTYPE_F8_E4M3;
+        float amax = 0.0f, s, inv;
         for (i = 0; i < n; i++) { float a = fabsf(lwo__st_load(t->data, t->dtype, i)); if (a > amax) amax = a; }
-        s = amax > 0.0f ? amax / (e5 ? 57344.0f : 448.0f) : 1.0f;
+        s = amax > 0.0f ? amax / lwo__fp8_max(d8) : 1.0f;
         if (!(s > 0.0f)) s = 1.0f;   /* amax so small the division underflowed */
         out->scale = s;
-        for (i = 0; i < n; i++) dst[i] = lwo__st_f32_to_fp8(lwo__st_load(t->data, t->dtype, i) / s, e5);
+        inv = 1.0f / s;
+        for (i = 0; i < n; i++) dst[i] = lwo_ref_f32_to_fp8(lwo__st_load(t->data, t->dtype, i) * inv, d8);
         break;
     }
     case LWO_STORE_INT8: {
@@ -4894,17 +4977,15 @@ LWO_API lwo_result lwo_safetensors_convert(const lwo_st_tensor *t, lwo_store_for
         }
         out->row_scales = sc;
         for (r = 0; r < rows; r++) {
-            float amax = 0.0f, s;
+            float amax = 0.0f, s, inv;
             for (c = 0; c < cols; c++) { float a = fabsf(lwo__st_load(t->data, t->dtype, r * cols + c)); if (a > amax) amax = a; }
             s = amax > 0.0f ? amax / 127.0f : 1.0f;
             if (!(s > 0.0f)) s = 1.0f;
             sc[r] = s;
+            inv = 1.0f / s;
             for (c = 0; c < cols; c++) {
-                float v = lwo__st_load(t->data, t->dtype, r * cols + c) / s;
-                if (v != v) v = 0.0f;
-                if (v > 127.0f) v = 127.0f;
-                if (v < -127.0f) v = -127.0f;
-                dst[r * cols + c] = (uint8_t)(int8_t)lwo__st_rne(v);
+                float v = lwo__st_load(t->data, t->dtype, r * cols + c) * inv;
+                dst[r * cols + c] = (uint8_t)(v != v ? 0 : lwo__ref_i8_sat(v));
             }
         }
         break;
@@ -4914,6 +4995,331 @@ LWO_API lwo_result lwo_safetensors_convert(const lwo_st_tensor *t, lwo_store_for
     return LWO_SUCCESS;
 }
 
+
+/* ---- weights from a checkpoint ------------------------------------------------------------- */
+/* What lwo_safetensors_load_weight hands lwo_weight_create, worked out without a context (the CPU
+   tests drive it): the desc, the host buffers made for it (aligned copies of scales and smooth,
+   which a file need not align; dequantized data), and the file range to register for zero copy. */
+typedef struct lwo__st_prep {
+    lwo_weight_desc d;
+    const lwo_st_tensor *weight, *bias;
+    void *owned_data, *owned_bias;
+    float *owned_scales, *owned_smooth;
+    int zero_copy;             /* d.borrow_host: the weight's host home is the mapping itself */
+    int dequantized;           /* a quantized tensor was dequantized to f32 on the CPU */
+    const uint8_t *region;     /* zero copy: the shard's data area, registered once per context */
+    uint64_t region_bytes;
+} lwo__st_prep;
+
+static void lwo__st_prep_free(lwo__st_prep *p) {
+    LWO_FREE(p->owned_data);
+    LWO_FREE(p->owned_bias);
+    LWO_FREE(p->owned_scales);
+    LWO_FREE(p->owned_smooth);
+    memset(p, 0, sizeof *p);
+}
+
+/* The dtype lwo stores a weight of format `fmt` in. */
+static lwo_dtype lwo__st_format_dtype(lwo_format fmt) {
+    switch (fmt) {
+    case LWO_FORMAT_BF16: return LWO_DTYPE_BF16;
+    case LWO_FORMAT_F16: return LWO_DTYPE_F16;
+    case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E4M3_W8A8: return LWO_DTYPE_F8_E4M3;
+    case LWO_FORMAT_FP8_E5M2: return LWO_DTYPE_F8_E5M2;
+    default: return LWO_DTYPE_I8;
+    }
+}
+
+static int lwo__st_finite(float v) { return fabsf(v) <= 3.40282347e38f; }
+
+/* An aligned f32 copy of an F32 tensor whose every element is finite (and > 0 with positive). */
+static lwo_result lwo__st_f32_copy(lwo_safetensors *f, const char *weight, const lwo_st_tensor *t, int positive, float **out) {
+    uint64_t i;
+    float *c = (float *)LWO_MALLOC(t->bytes ? (size_t)t->bytes : 1);
+    *out = NULL;
+    if (!c) { lwo__st_fail(f, "out of host memory"); return LWO_ERROR_OUT_OF_HOST_MEMORY; }
+    if (t->bytes) memcpy(c, t->data, (size_t)t->bytes);
+    for (i = 0; i < t->numel; i++)
+        if (!lwo__st_finite(c[i]) || (positive && !(c[i] > 0.0f))) {
+            lwo__st_fail(f, "tensor \"%.300s\": element %llu of \"%.300s\" is %g; it must be %s", weight, (unsigned long long)i, t->name, (double)c[i],
+                         positive ? "positive and finite" : "finite");
+            LWO_FREE(c);
+            return LWO_ERROR_BAD_FILE;
+        }
+    *out = c;
+    return LWO_SUCCESS;
+}
+
+static void lwo__st_shape(const lwo_st_tensor *t, char *buf, size_t size) {
+    int i;
+    size_t n = 0;
+    buf[0] = 0;
+    for (i = 0; i < t->ndim && n + 24 < size; i++)
+        n += (size_t)snprintf(buf + n, size - n, i ? ", %llu" : "%llu", (unsigned long long)t->shape[i]);
+}
+
+static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_format format, lwo_placement placement,
+                                      lwo__st_prep *p) {
+    lwo_st_quant q;
+    const lwo_st_tensor *w;
+    lwo_result r;
+    lwo_dtype fdt;                   /* the file data's dtype, as lwo names it */
+    uint64_t N, K, n, i, k;
+    float scale = 1.0f;
+    int fp8 = 0, i8 = 0;
+    char sh[200];
+    memset(p, 0, sizeof *p);
+    if (!f->ready) {
+        char why[sizeof f->error];
+        memcpy(why, f->error, sizeof why);
+        lwo__st_fail(f, "tensor \"%.300s\": the file did not open (%.400s)", name, why);
+        return LWO_ERROR_INVALID_ARGUMENT;
+    }
+    if ((int)format < 0 || format >= LWO_FORMAT_COUNT) {
+        lwo__st_fail(f, "tensor \"%.300s\": format %d is not an lwo_format", name, (int)format);
+        return LWO_ERROR_INVALID_ARGUMENT;
+    }
+    if ((int)placement < (int)LWO_PLACE_RESIDENT || (int)placement > (int)LWO_PLACE_STREAMED) {
+        lwo__st_fail(f, "tensor \"%.300s\": placement %d is not an lwo_placement", name, (int)placement);
+        return LWO_ERROR_INVALID_ARGUMENT;
+    }
+    if ((r = lwo_safetensors_quant_info(f, name, &q)) != 0) return r;   /* f->error names the tensor */
+    w = p->weight = q.weight;
+    lwo__st_shape(w, sh, sizeof sh);
+    if (w->ndim != 2 || w->numel == 0) {
+        lwo__st_fail(f, "tensor \"%.300s\" is %s [%s]; a weight is a 2-D tensor [N, K] with N, K > 0", name, lwo_st_dtype_name(w->dtype), sh);
+        return LWO_ERROR_INVALID_ARGUMENT;
+    }
+    N = w->shape[0];
+    K = w->shape[1];
+    switch (q.format) {
+    case LWO_ST_QUANT_LWO_INT8: i8 = 1; break;   /* quant_info checked I8 [N, K], weight_scale F32 [N], smooth F32 [K] */
+    case LWO_ST_QUANT_COMFY_QUANT:
+        if (strcmp(q.comfy_format, "float8_e4m3fn") != 0 && strcmp(q.comfy_format, "float8_e5m2") != 0) {
+            lwo__st_fail(f, "tensor \"%.300s\": comfy_quant format \"%s\" is not one lwo loads (float8_e4m3fn, float8_e5m2)", name, q.comfy_format);
+            return LWO_ERROR_UNSUPPORTED;
+        }
+        /* fall through */
+    case LWO_ST_QUANT_COMFY_SCALED_FP8:
+        if (q.weight_scale) {
+            float v;
+            if (q.weight_scale->numel != 1) {
+                lwo__st_fail(f, "tensor \"%.300s\": its scale \"%.300s\" has %llu elements; lwo loads fp8 weights with one scale per tensor",
+                             name, q.weight_scale->name, (unsigned long long)q.weight_scale->numel);
+                return LWO_ERROR_UNSUPPORTED;
+            }
+            if (!lwo__st_scalar(q.weight_scale, &v)) {
+                lwo__st_fail(f, "tensor \"%.300s\": its scale \"%.300s\" is %s; a scale is F32, F16, BF16 or F64", name,
+                             q.weight_scale->name, lwo_st_dtype_name(q.weight_scale->dtype));
+                return LWO_ERROR_BAD_FILE;
+            }
+        }
+        fp8 = 1;
+        scale = q.weight_scale_value;
+        break;
+    default:
+        switch (w->dtype) {
+        case LWO_ST_F32: case LWO_ST_F16: case LWO_ST_BF16: case LWO_ST_F64: break;
+        case LWO_ST_F8_E4M3: case LWO_ST_F8_E5M2: fp8 = 1; break;   /* no convention: the codes are the values */
+        case LWO_ST_I8:
+            lwo__st_fail(f, "tensor \"%.300s\" is I8 without lwo's int8 convention (metadata \"lwo.quant\" = \"%s\" and a "
+                         "\"<prefix>.weight_scale\" F32 [N]), so its scales are unknown", name, LWO_ST_QUANT_LWO_INT8_V1);
+            return LWO_ERROR_UNSUPPORTED;
+        default:
+            lwo__st_fail(f, "tensor \"%.300s\" is %s; lwo loads weights from F32, F16, BF16, F64, F8_E4M3, F8_E5M2 or lwo int8",
+                         name, lwo_st_dtype_name(w->dtype));
+            return LWO_ERROR_UNSUPPORTED;
+        }
+        break;
+    }
+    if (fp8 && !(scale > 0.0f && lwo__st_finite(scale))) {
+        lwo__st_fail(f, "tensor \"%.300s\": its weight scale is %g; it must be positive and finite", name, (double)scale);
+        return LWO_ERROR_BAD_FILE;
+    }
+    fdt = lwo_st_dtype_to_lwo(w->dtype);   /* LWO_DTYPE_INVALID for F64 */
+    p->d.rows = N;
+    p->d.cols = K;
+    p->d.format = format;
+    p->d.placement = (int)placement;
+    if (i8 && format == LWO_FORMAT_INT8) {
+        if ((r = lwo__st_f32_copy(f, name, q.weight_scale, 0, &p->owned_scales)) != 0) return r;
+        if (q.smooth && (r = lwo__st_f32_copy(f, name, q.smooth, 1, &p->owned_smooth)) != 0) return r;
+        p->d.data = w->data;
+        p->d.data_dtype = LWO_DTYPE_I8;
+        p->d.row_scales = p->owned_scales;
+        p->d.smooth = p->owned_smooth;
+    } else if (fp8 && lwo__st_format_dtype(format) == fdt) {
+        p->d.data = w->data;
+        p->d.data_dtype = fdt;
+        p->d.scale = scale;
+    } else if (!fp8 && !i8 && fdt != LWO_DTYPE_INVALID) {
+        p->d.data = w->data;   /* f32 / f16 / bf16: lwo_weight_create quantizes on the GPU */
+        p->d.data_dtype = fdt;
+    } else {                   /* dequantize (or widen f64) to f32 on the CPU */
+        float *buf;
+        if (!lwo__mul_ok(N, K, &n) || n > (uint64_t)((size_t)-1) / 4) {
+            lwo__st_fail(f, "tensor \"%.300s\": %llu x %llu is too large", name, (unsigned long long)N, (unsigned long long)K);
+            return LWO_ERROR_INVALID_ARGUMENT;
+        }
+        buf = (float *)LWO_MALLOC((size_t)n * 4);
+        if (!buf) { lwo__st_fail(f, "tensor \"%.300s\": out of host memory for its %llu-byte f32 copy", name, (unsigned long long)(n * 4)); return LWO_ERROR_OUT_OF_HOST_MEMORY; }
+        p->owned_data = buf;
+        if (i8) {
+            const int8_t *qd = (const int8_t *)w->data;
+            if ((r = lwo__st_f32_copy(f, name, q.weight_scale, 0, &p->owned_scales)) != 0) return r;
+            if (q.smooth && (r = lwo__st_f32_copy(f, name, q.smooth, 1, &p->owned_smooth)) != 0) return r;
+            for (i = 0; i < N; i++)
+                for (k = 0; k < K; k++) {
+                    float v = (float)qd[i * K + k] * p->owned_scales[i];
+                    buf[i * K + k] = p->owned_smooth ? v / p->owned_smooth[k] : v;
+                }
+            /* the W8A8 fp8 format keeps the activation smoothing the checkpoint was made with */
+            if (format == LWO_FORMAT_FP8_E4M3_W8A8) p->d.smooth = p->owned_smooth;
+            p->dequantized = 1;
+        } else if (fp8) {
+            const uint8_t *c = (const uint8_t *)w->data;
+            for (i = 0; i < n; i++) buf[i] = lwo_ref_fp8_to_f32(c[i], fdt) * scale;
+            p->dequantized = 1;
+        } else {
+            for (i = 0; i < n; i++) buf[i] = lwo__st_load(w->data, w->dtype, i);
+        }
+        p->d.data = buf;
+        p->d.data_dtype = LWO_DTYPE_F32;
+    }
+    /* zero copy: the bytes the device stores are the file's bytes */
+    if (p->d.data == w->data && p->d.data_dtype == lwo__st_format_dtype(format) && K % LWO__KPAD == 0 &&
+        placement != LWO_PLACE_RESIDENT) {
+        const lwo__st_shard *s = &f->shards[w->shard];
+        p->d.borrow_host = 1;
+        p->zero_copy = 1;
+        p->region = s->base + s->data_start;
+        p->region_bytes = s->size - s->data_start;
+    }
+    /* the bias, "<prefix>.bias" */
+    {
+        size_t nl = strlen(name);
+        char bname[1024];
+        const lwo_st_tensor *b = NULL;
+        if (nl > 7 && strcmp(name + nl - 7, ".weight") == 0 && nl - 7 < sizeof bname - 8) {
+            memcpy(bname, name, nl - 7);
+            memcpy(bname + nl - 7, ".bias", 6);
+            b = lwo_safetensors_find(f, bname);
+        }
+        if (b) {
+            lwo__st_shape(b, sh, sizeof sh);
+            if (b->ndim != 1 || b->shape[0] != N) {
+                lwo__st_fail(f, "tensor \"%.300s\" is [%s] but its weight \"%.300s\" has %llu rows; a bias is [N]", b->name, sh, name,
+                             (unsigned long long)N);
+                return LWO_ERROR_BAD_FILE;
+            }
+            p->bias = b;
+            switch (b->dtype) {
+            case LWO_ST_F32: case LWO_ST_F16: case LWO_ST_BF16:
+                p->d.bias = b->data;   /* read through the driver's copy: alignment does not matter */
+                p->d.bias_dtype = lwo_st_dtype_to_lwo(b->dtype);
+                break;
+            case LWO_ST_F64: {
+                float *bf = (float *)LWO_MALLOC((size_t)N * 4);
+                if (!bf) { lwo__st_fail(f, "out of host memory"); return LWO_ERROR_OUT_OF_HOST_MEMORY; }
+                for (i = 0; i < N; i++) bf[i] = lwo__st_load(b->data, b->dtype, i);
+                p->owned_bias = bf;
+                p->d.bias = bf;
+                p->d.bias_dtype = LWO_DTYPE_F32;
+                break;
+            }
+            default:
+                lwo__st_fail(f, "tensor \"%.300s\" is %s; a bias is F32, F16, BF16 or F64", b->name, lwo_st_dtype_name(b->dtype));
+                return LWO_ERROR_UNSUPPORTED;
+            }
+        }
+    }
+    return LWO_SUCCESS;
+}
+
+LWO_API lwo_result lwo_safetensors_weight_format(lwo_safetensors *f, const char *weight_name, lwo_store_format store,
+                                                 lwo_format *out) {
+    lwo_st_quant q;
+    lwo_result r;
+    if (!f || !weight_name || !out) {
+        if (f) lwo__st_fail(f, "lwo_safetensors_weight_format: argument '%s' is NULL", !weight_name ? "weight_name" : "out");
+        return LWO_ERROR_INVALID_ARGUMENT;
+    }
+    *out = LWO_FORMAT_BF16;
+    switch (store) {
+    case LWO_STORE_BF16: *out = LWO_FORMAT_BF16; return LWO_SUCCESS;
+    case LWO_STORE_F16: *out = LWO_FORMAT_F16; return LWO_SUCCESS;
+    case LWO_STORE_FP8_E4M3: *out = LWO_FORMAT_FP8_E4M3; return LWO_SUCCESS;
+    case LWO_STORE_FP8_E5M2: *out = LWO_FORMAT_FP8_E5M2; return LWO_SUCCESS;
+    case LWO_STORE_INT8: *out = LWO_FORMAT_INT8; return LWO_SUCCESS;
+    case LWO_STORE_F32:
+        lwo__st_fail(f, "tensor \"%.300s\": the storage policy asks for f32, but lwo stores weights as bf16, f16, fp8 or int8 "
+                     "(ask for LWO_STORE_BF16, or LWO_STORE_KEEP)", weight_name);
+        return LWO_ERROR_UNSUPPORTED;
+    case LWO_STORE_KEEP: break;
+    default:
+        lwo__st_fail(f, "tensor \"%.300s\": storage format %d is not an lwo_store_format", weight_name, (int)store);
+        return LWO_ERROR_INVALID_ARGUMENT;
+    }
+    if ((r = lwo_safetensors_quant_info(f, weight_name, &q)) != 0) return r;
+    switch (q.weight->dtype) {
+    case LWO_ST_BF16: case LWO_ST_F32: case LWO_ST_F64: *out = LWO_FORMAT_BF16; return LWO_SUCCESS;
+    case LWO_ST_F16: *out = LWO_FORMAT_F16; return LWO_SUCCESS;
+    case LWO_ST_F8_E4M3: *out = LWO_FORMAT_FP8_E4M3; return LWO_SUCCESS;
+    case LWO_ST_F8_E5M2: *out = LWO_FORMAT_FP8_E5M2; return LWO_SUCCESS;
+    case LWO_ST_I8: if (q.format == LWO_ST_QUANT_LWO_INT8) { *out = LWO_FORMAT_INT8; return LWO_SUCCESS; } break;
+    default: break;
+    }
+    lwo__st_fail(f, "tensor \"%.300s\" is %s%s; no lwo format keeps it", weight_name, lwo_st_dtype_name(q.weight->dtype),
+                 q.weight->dtype == LWO_ST_I8 ? " without lwo's int8 convention" : "");
+    return LWO_ERROR_UNSUPPORTED;
+}
+
+LWO_API lwo_result lwo_safetensors_load_weight(lwo_context *ctx, lwo_safetensors *f, const char *weight_name,
+                                               lwo_format format, lwo_placement placement, lwo_weight **out) {
+    lwo__st_prep p;
+    lwo__host_reg *reg = NULL;
+    lwo_result r;
+    if (out) *out = NULL;
+    LWO__ENTER(ctx);
+    if (!out || !f || !weight_name)
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_safetensors_load_weight: argument '%s' is NULL", !out ? "out" : !f ? "f" : "weight_name");
+    if ((r = lwo__st_weight_prep(f, weight_name, format, placement, &p)) != 0) {
+        lwo__st_prep_free(&p);
+        return lwo__fail(ctx, r, "lwo_safetensors_load_weight: %s", f->error);
+    }
+    if (p.zero_copy && lwo__host_reg_acquire(ctx, p.region, p.region_bytes, &reg) != 0) {
+        lwo__log(ctx, LWO_LOG_WARN, "lwo_safetensors_load_weight: tensor \"%.300s\" gets a pinned copy instead of borrowing the mapping: %s",
+                 weight_name, ctx->error);
+        ctx->error[0] = 0;
+        p.d.borrow_host = 0;
+        p.zero_copy = 0;
+        reg = NULL;
+    }
+    r = lwo_weight_create(ctx, &p.d, out);
+    lwo__host_reg_release(ctx, reg);   /* the weight's home counts itself; an unused registration goes */
+    lwo__st_prep_free(&p);
+    if (r) {
+        char why[LWO__ERROR_CAP];
+        memcpy(why, ctx->error, sizeof why);
+        *out = NULL;
+        return lwo__fail(ctx, r, "lwo_safetensors_load_weight: tensor \"%.300s\": %s", weight_name, why);
+    }
+    return LWO_SUCCESS;
+}
+
+LWO_API lwo_result lwo_safetensors_load_weight_policy(lwo_context *ctx, lwo_safetensors *f, const char *weight_name,
+                                                      const lwo_storage_policy *policy, lwo_placement placement,
+                                                      lwo_weight **out) {
+    lwo_format fmt;
+    lwo_result r;
+    if (out) *out = NULL;
+    LWO__ENTER(ctx);
+    if (!out || !f || !weight_name)
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_safetensors_load_weight_policy: argument '%s' is NULL", !out ? "out" : !f ? "f" : "weight_name");
+    if ((r = lwo_safetensors_weight_format(f, weight_name, lwo_storage_policy_format(policy, weight_name), &fmt)) != 0)
+        return lwo__fail(ctx, r, "lwo_safetensors_load_weight_policy: %s", f->error);
+    return lwo_safetensors_load_weight(ctx, f, weight_name, fmt, placement, out);
+}
 
 /* ==== 11. Stats and logging ================================================================== */
 /* Reading the stats waits for the compute stream, so the timings of all the work so far count. */

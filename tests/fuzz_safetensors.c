@@ -23,10 +23,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             (void)lwo_safetensors_quant_info(f, t->name, &q);
             if (t->numel <= 4096) {
                 lwo_st_converted c;
+                lwo__st_prep p;
+                lwo_format lf;
                 int fmt;
-                for (fmt = 0; fmt < (int)LWO_STORE_FORMAT_COUNT; fmt++)
+                for (fmt = 0; fmt < (int)LWO_STORE_FORMAT_COUNT; fmt++) {
                     if (lwo_safetensors_convert(t, (lwo_store_format)fmt, NULL, 0, NULL, 0, &c) == LWO_SUCCESS)
                         lwo_st_converted_free(&c);
+                    (void)lwo_safetensors_weight_format(f, t->name, (lwo_store_format)fmt, &lf);
+                }
+                /* what the weight loader would hand lwo_weight_create (no GPU needed) */
+                for (fmt = 0; fmt < (int)LWO_FORMAT_COUNT; fmt++) {
+                    if (lwo__st_weight_prep(f, t->name, (lwo_format)fmt, (lwo_placement)(fmt % 3), &p) == LWO_SUCCESS) {
+                        if (p.d.rows * p.d.cols != t->numel || !p.d.data) __builtin_trap();
+                        if (p.zero_copy && p.d.data != t->data) __builtin_trap();
+                    } else if (!lwo_safetensors_error(f)[0]) {
+                        __builtin_trap();   /* every failure says why */
+                    }
+                    lwo__st_prep_free(&p);
+                }
             }
         }
         for (i = 0; i < lwo_safetensors_metadata_count(f); i++)

@@ -127,7 +127,8 @@ static void test_validation(void) {
     d.format = LWO_FORMAT_INT8; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(lwo_last_error(ctx), "row_scales") != NULL, "detail: %s", lwo_last_error(ctx));
     d.row_scales = sm; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_SUCCESS);
-    d.smooth = sm; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_ERROR_INVALID_ARGUMENT);
+    d.smooth = sm; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_SUCCESS); /* pre-quantized i8 holding W * smooth */
+    d.smooth = badsm; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_ERROR_INVALID_ARGUMENT);
     d.smooth = NULL; d.row_scales = NULL; d.data_dtype = LWO_DTYPE_F8_E5M2; d.format = LWO_FORMAT_FP8_E4M3;
     CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_ERROR_INVALID_ARGUMENT);
     d.format = LWO_FORMAT_FP8_E5M2; d.scale = 0.5f; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_SUCCESS);

@@ -380,42 +380,46 @@ static float rand_val(void) {
     float v = (float)(check_rand_normal() * pow(2.0, (e * 40.0) - 24.0));
     return v;
 }
+/* The conversion's codecs are lwo's references (section 7); here they are checked against the
+   definitions above, over every code and random values. */
+static float dec8(uint8_t c, int e5) { return lwo_ref_fp8_to_f32(c, e5 ? LWO_DTYPE_F8_E5M2 : LWO_DTYPE_F8_E4M3); }
+static uint8_t enc8(float v, int e5) { return lwo_ref_f32_to_fp8(v, e5 ? LWO_DTYPE_F8_E5M2 : LWO_DTYPE_F8_E4M3); }
 static void test_codecs(void) {
     int i, bad = 0;
     for (i = 0; i < 256; i++) {   /* every fp8 code decodes and re-encodes to itself */
-        float v4 = lwo__st_fp8_to_f32((uint8_t)i, 0), v5 = lwo__st_fp8_to_f32((uint8_t)i, 1);
-        if ((i & 0x7f) != 0x7f) { if (lwo__st_f32_to_fp8(v4, 0) != i || (double)fabsf(v4) != ref_value((unsigned)i & 0x7f, 3, 7)) bad++; }
+        float v4 = dec8((uint8_t)i, 0), v5 = dec8((uint8_t)i, 1);
+        if ((i & 0x7f) != 0x7f) { if (enc8(v4, 0) != i || (double)fabsf(v4) != ref_value((unsigned)i & 0x7f, 3, 7)) bad++; }
         else if (!isnan(v4)) bad++;
-        if ((i & 0x7c) != 0x7c) { if (lwo__st_f32_to_fp8(v5, 1) != i) bad++; }
+        if ((i & 0x7c) != 0x7c) { if (enc8(v5, 1) != i) bad++; }
         else if ((i & 3) && !isnan(v5)) bad++;
     }
     CHECK(bad == 0, "%d fp8 code round trips wrong", bad);
     bad = 0;
     for (i = 0; i < 65536; i++) {
-        float v = lwo__st_f16_to_f32((uint16_t)i);
-        if ((i & 0x7c00) != 0x7c00) { if (lwo__st_f32_to_f16(v) != i) bad++; }
+        float v = lwo_ref_f16_to_f32((uint16_t)i);
+        if ((i & 0x7c00) != 0x7c00) { if (lwo_ref_f32_to_f16(v) != i) bad++; }
         else if ((i & 0x3ff) ? !isnan(v) : !isinf(v)) bad++;
     }
     CHECK(bad == 0, "%d f16 code round trips wrong", bad);
     bad = 0;
     for (i = 0; i < 200000; i++) {
         float v = rand_val();
-        if (fabsf(v) < 448.0f && lwo__st_f32_to_fp8(v, 0) != ref_fp8(v, 0)) bad++;
-        if (lwo__st_f32_to_fp8(v, 1) != ref_fp8(v, 1)) bad++;
-        if (fabsf(v) < 65504.0f && lwo__st_f32_to_f16(v) != ref_half(v, 0)) bad++;
-        if (lwo__st_f32_to_bf16(v) != ref_half(v, 1)) bad++;
+        if (fabsf(v) < 448.0f && enc8(v, 0) != ref_fp8(v, 0)) bad++;
+        if (enc8(v, 1) != ref_fp8(v, 1)) bad++;
+        if (fabsf(v) < 65504.0f && lwo_ref_f32_to_f16(v) != ref_half(v, 0)) bad++;
+        if (lwo_ref_f32_to_bf16(v) != ref_half(v, 1)) bad++;
     }
     CHECK(bad == 0, "%d random encodes differ from the reference", bad);
     /* specials: saturation, NaN, inf, ties */
-    CHECK(lwo__st_f32_to_fp8(1000.0f, 0) == 0x7e && lwo__st_f32_to_fp8(-1e30f, 0) == 0xfe, "e4m3 saturates");
-    CHECK(lwo__st_f32_to_fp8(464.0f, 0) == 0x7e && lwo__st_f32_to_fp8((float)INFINITY, 0) == 0x7e, "e4m3 464, inf");
-    CHECK(lwo__st_f32_to_fp8(1e9f, 1) == 0x7b && lwo__st_f32_to_fp8((float)-INFINITY, 1) == 0xfb, "e5m2 saturates");
-    CHECK(lwo__st_f32_to_fp8((float)NAN, 0) == 0x7f && (lwo__st_f32_to_fp8((float)NAN, 1) & 0x7f) > 0x7c, "NaN kept");
-    CHECK(lwo__st_f32_to_fp8(1.0625f, 0) == 0x38 && lwo__st_f32_to_fp8(1.1875f, 0) == 0x3a, "e4m3 ties to even");
-    CHECK(lwo__st_f32_to_fp8((float)ldexp(1.0, -10), 0) == 0x00 && lwo__st_f32_to_fp8((float)ldexp(3.0, -10), 0) == 0x02, "e4m3 subnormal ties");
-    CHECK(lwo__st_f32_to_f16(65520.0f) == 0x7c00 && lwo__st_f32_to_f16(65519.0f) == 0x7bff, "f16 overflow to inf");
-    CHECK(lwo__st_f32_to_bf16((float)NAN) != 0 && isnan(lwo__st_bf16_to_f32(lwo__st_f32_to_bf16((float)NAN))), "bf16 NaN");
-    CHECK(lwo__st_f32_to_bf16(3.4e38f) == 0x7f80, "bf16 overflow rounds to inf");
+    CHECK(enc8(1000.0f, 0) == 0x7e && enc8(-1e30f, 0) == 0xfe, "e4m3 saturates");
+    CHECK(enc8(464.0f, 0) == 0x7e && enc8((float)INFINITY, 0) == 0x7e, "e4m3 464, inf");
+    CHECK(enc8(1e9f, 1) == 0x7b && enc8((float)-INFINITY, 1) == 0xfb, "e5m2 saturates");
+    CHECK(enc8((float)NAN, 0) == 0x7f && (enc8((float)NAN, 1) & 0x7f) > 0x7c, "NaN kept");
+    CHECK(enc8(1.0625f, 0) == 0x38 && enc8(1.1875f, 0) == 0x3a, "e4m3 ties to even");
+    CHECK(enc8((float)ldexp(1.0, -10), 0) == 0x00 && enc8((float)ldexp(3.0, -10), 0) == 0x02, "e4m3 subnormal ties");
+    CHECK(lwo_ref_f32_to_f16(65520.0f) == 0x7c00 && lwo_ref_f32_to_f16(65519.0f) == 0x7bff, "f16 overflow to inf");
+    CHECK(lwo_ref_f32_to_bf16((float)NAN) != 0 && isnan(lwo_ref_bf16_to_f32(lwo_ref_f32_to_bf16((float)NAN))), "bf16 NaN");
+    CHECK(lwo_ref_f32_to_bf16(3.4e38f) == 0x7f80, "bf16 overflow rounds to inf");
 }
 
 static void test_convert(void) {
@@ -431,7 +435,7 @@ static void test_convert(void) {
     for (i = 0; i < R * C; i++) {
         src[i] = (float)check_rand_normal() * (float)(1 + (i / C) % 7);
         if (i / C == 5) src[i] = 0.0f;           /* an all-zero row */
-        src_bf[i] = lwo__st_f32_to_bf16(src[i]);
+        src_bf[i] = lwo_ref_f32_to_bf16(src[i]);
         src_d[i] = (double)src[i];
     }
     memset(w, 0, sizeof w);
@@ -471,7 +475,7 @@ static void test_convert(void) {
                 s = amax / (e5 ? 57344.0f : 448.0f);
                 CHECK(lwo_safetensors_convert(tf, e5 ? LWO_STORE_FP8_E5M2 : LWO_STORE_FP8_E4M3, NULL, 0, NULL, 0, &c) == LWO_SUCCESS, "-> fp8");
                 CHECK(c.scale == s, "fp8 scale %g != %g", c.scale, s);
-                for (bad = 0, i = 0; i < R * C; i++) if (((const uint8_t *)c.data)[i] != ref_fp8(src[i] / s, e5)) bad++;
+                for (bad = 0, i = 0; i < R * C; i++) if (((const uint8_t *)c.data)[i] != ref_fp8(src[i] * (1.0f / s), e5)) bad++; /* the kernels' reciprocal */
                 CHECK(bad == 0, "fp8 e5m2=%d values: %d wrong", e5, bad);
                 lwo_st_converted_free(&c);
             }
@@ -488,7 +492,7 @@ static void test_convert(void) {
             s = amax == 0.0f ? 1.0f : amax / 127.0f;
             if (scales[i] != s) bad++;
             for (k = 0; k < C; k++) {
-                long r = lrintf(src[i * C + k] / s);
+                long r = lrintf(src[i * C + k] * (1.0f / s));
                 if (r > 127) r = 127;
                 if (r < -127) r = -127;
                 if (q[i * C + k] != (int8_t)r) bad++;
@@ -496,9 +500,35 @@ static void test_convert(void) {
         }
         CHECK(bad == 0, "int8 values: %d wrong", bad);
         CHECK(scales[5] == 1.0f, "all-zero row scale 1");
+        {   /* the same as the references of the GPU quantizers (what lwo_weight_create makes) */
+            int8_t q2[R * C];
+            float s2[R];
+            uint8_t f8[R * C];
+            float s8 = lwo_ref_fp8_scale(src, LWO_DTYPE_F32, R * C, LWO_DTYPE_F8_E4M3);
+            lwo_ref_quantize_int8_rows(src, LWO_DTYPE_F32, R, C, NULL, q2, C, s2);
+            CHECK(memcmp(q2, q, sizeof q) == 0 && memcmp(s2, scales, sizeof s2) == 0, "int8 conversion equals lwo_ref_quantize_int8_rows");
+            lwo_ref_quantize_fp8(src, LWO_DTYPE_F32, f8, LWO_DTYPE_F8_E4M3, R * C, s8);
+            CHECK(lwo_safetensors_convert(tf, LWO_STORE_FP8_E4M3, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.scale == s8 && memcmp(c.data, f8, sizeof f8) == 0,
+                  "e4m3 conversion equals lwo_ref_fp8_scale + lwo_ref_quantize_fp8");
+            lwo_st_converted_free(&c);
+        }
         CHECK(lwo_safetensors_convert(lwo_safetensors_find(f, "zero"), LWO_STORE_FP8_E4M3, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.scale == 1.0f, "all-zero fp8 scale 1");
         lwo_st_converted_free(&c);
         CHECK(lwo_safetensors_convert(tf, (lwo_store_format)99, NULL, 0, NULL, 0, &c) == LWO_ERROR_INVALID_ARGUMENT, "bad target");
+        {   /* NaN: skipped by absmax, int8 0, fp8 NaN */
+            float v4[4];
+            lwo_st_tensor t;
+            int8_t q4[4];
+            float s4[1];
+            v4[0] = (float)NAN; v4[1] = 1.0f; v4[2] = -2.0f; v4[3] = 0.0f;
+            memset(&t, 0, sizeof t);
+            t.name = "nan"; t.dtype = LWO_ST_F32; t.ndim = 2; t.shape[0] = 1; t.shape[1] = 4; t.numel = 4; t.bytes = 16; t.data = v4;
+            CHECK(lwo_safetensors_convert(&t, LWO_STORE_INT8, q4, 4, s4, 1, &c) == LWO_SUCCESS && s4[0] == 2.0f / 127.0f &&
+                  q4[0] == 0 && q4[1] == 64 && q4[2] == -127 && q4[3] == 0, "int8 with a NaN: %d %d %d %d", q4[0], q4[1], q4[2], q4[3]);
+            CHECK(lwo_safetensors_convert(&t, LWO_STORE_FP8_E5M2, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.scale == 2.0f / 57344.0f &&
+                  (((const uint8_t *)c.data)[0] & 0x7f) == 0x7f && ((const uint8_t *)c.data)[2] == 0xfb, "e5m2 with a NaN");
+            lwo_st_converted_free(&c);
+        }
     }
     lwo_safetensors_close(f);
 }
@@ -577,6 +607,266 @@ static void test_quant(void) {
     }
 }
 
+/* ---- checkpoint tensors as weights: what the loader hands lwo_weight_create ---------------- */
+/* A tensor entry for the writer. */
+static lwo_st_write_tensor wt(const char *name, lwo_st_dtype dt, int ndim, const uint64_t *shape, const void *data) {
+    lwo_st_write_tensor t;
+    uint64_t n = 1;
+    int i;
+    memset(&t, 0, sizeof t);
+    for (i = 0; i < ndim; i++) n *= shape[i];
+    t.name = name; t.dtype = dt; t.ndim = ndim; t.shape = shape; t.data = data; t.bytes = n * lwo_st_dtype_size(dt);
+    return t;
+}
+/* lwo__st_weight_prep, expecting result r; on success the caller frees p. */
+static int prep(lwo_safetensors *f, const char *name, lwo_format fmt, lwo_placement pl, lwo__st_prep *p, lwo_result want) {
+    lwo_result r = lwo__st_weight_prep(f, name, fmt, pl, p);
+    CHECK(r == want, "prep %s as %d placement %d: got %s, want %s (%s)", name, (int)fmt, (int)pl, lwo_result_string(r), lwo_result_string(want),
+          lwo_safetensors_error(f));
+    if (r != LWO_SUCCESS) {
+        CHECK(strstr(lwo_safetensors_error(f), name) != NULL || strstr(lwo_safetensors_error(f), "bias") != NULL,
+              "the detail names the tensor: %s", lwo_safetensors_error(f));
+        lwo__st_prep_free(p);
+    }
+    return r == LWO_SUCCESS;
+}
+static void test_load(void) {
+    enum { N = 6, K = 128, K2 = 100 };
+    static uint16_t wb[N * K], wb2[N * K2], wh[N * K], bb[N];
+    static float wf[N * K], bf[N], half = 0.5f, zero = 0.0f, neg = -2.0f, ws[N], sm[K], smz[K], scales_n[N];
+    static double wd[N * K], bd[N];
+    static uint8_t w8[N * K], w5[N * K];
+    static int8_t q8[N * K];
+    static int32_t bi[N];
+    uint64_t sNK[2] = { N, K }, sNK2[2] = { N, K2 }, sN[1] = { N }, sK[1] = { K }, s0[1] = { 0 }, sN1[1] = { N + 1 }, sj[1], sj2[1];
+    const char *cq_int = "{\"format\": \"int8_blockwise\"}", *cq_e4 = "{\"format\": \"float8_e4m3fn\"}";
+    lwo_st_write_tensor w[40];
+    const char *mk_[1] = { "lwo.quant" }, *mv[1] = { LWO_ST_QUANT_LWO_INT8_V1 };
+    char err[256];
+    lwo_safetensors *f = NULL, *g = NULL;
+    lwo__st_prep p;
+    lwo_format fmt;
+    lwo_weight *wout;
+    int i, n = 0, bad;
+    for (i = 0; i < N * K; i++) {
+        float v = (float)check_rand_normal();
+        wf[i] = v; wd[i] = (double)v * (1.0 + 1e-9); wb[i] = lwo_ref_f32_to_bf16(v); wh[i] = lwo_ref_f32_to_f16(v);
+        w8[i] = lwo_ref_f32_to_fp8(v * 100.0f, LWO_DTYPE_F8_E4M3); w5[i] = lwo_ref_f32_to_fp8(v * 100.0f, LWO_DTYPE_F8_E5M2);
+        q8[i] = (int8_t)((int)(check_rand_u64() % 255) - 127);
+    }
+    for (i = 0; i < N * K2; i++) wb2[i] = lwo_ref_f32_to_bf16((float)check_rand_normal());
+    for (i = 0; i < N; i++) { bf[i] = (float)check_rand_normal(); bb[i] = lwo_ref_f32_to_bf16(bf[i]); bd[i] = bf[i]; bi[i] = i; ws[i] = 0.01f * (float)(i + 1); scales_n[i] = 1.0f; }
+    for (i = 0; i < K; i++) { sm[i] = 0.5f + (float)i / K; smz[i] = i == 3 ? 0.0f : 1.0f; }
+    /* file 1: plain tensors, ComfyUI scaled fp8 (the "scaled_fp8" marker), comfy_quant */
+    w[n++] = wt("bf.weight", LWO_ST_BF16, 2, sNK, wb);
+    w[n++] = wt("bf.bias", LWO_ST_BF16, 1, sN, bb);
+    w[n++] = wt("bf100.weight", LWO_ST_BF16, 2, sNK2, wb2);
+    w[n++] = wt("h.weight", LWO_ST_F16, 2, sNK, wh);
+    w[n++] = wt("f.weight", LWO_ST_F32, 2, sNK, wf);
+    w[n++] = wt("f.bias", LWO_ST_F32, 1, sN, bf);
+    w[n++] = wt("d.weight", LWO_ST_F64, 2, sNK, wd);
+    w[n++] = wt("d.bias", LWO_ST_F64, 1, sN, bd);
+    w[n++] = wt("scaled_fp8", LWO_ST_F8_E4M3, 1, s0, NULL);
+    w[n++] = wt("e4.weight", LWO_ST_F8_E4M3, 2, sNK, w8);
+    w[n++] = wt("e4.scale_weight", LWO_ST_F32, 0, NULL, &half);
+    w[n++] = wt("e4.bias", LWO_ST_F32, 1, sN, bf);
+    w[n++] = wt("e5.weight", LWO_ST_F8_E5M2, 2, sNK, w5);
+    w[n++] = wt("e5.scale_weight", LWO_ST_F32, 0, NULL, &half);
+    w[n++] = wt("e4zero.weight", LWO_ST_F8_E4M3, 2, sNK, w8);
+    w[n++] = wt("e4zero.scale_weight", LWO_ST_F32, 0, NULL, &zero);
+    w[n++] = wt("e4neg.weight", LWO_ST_F8_E4M3, 2, sNK, w8);
+    w[n++] = wt("e4neg.scale_weight", LWO_ST_F32, 0, NULL, &neg);
+    w[n++] = wt("cq.weight", LWO_ST_F8_E4M3, 2, sNK, w8);
+    sj[0] = strlen(cq_e4);
+    sj2[0] = strlen(cq_int);
+    w[n++] = wt("cq.comfy_quant", LWO_ST_U8, 1, sj, cq_e4);
+    w[n++] = wt("cq.weight_scale", LWO_ST_F32, 1, sN, ws);   /* per channel: not loaded */
+    w[n++] = wt("cqi.weight", LWO_ST_I8, 2, sNK, q8);
+    w[n++] = wt("cqi.comfy_quant", LWO_ST_U8, 1, sj2, cq_int);
+    w[n++] = wt("i8plain.weight", LWO_ST_I8, 2, sNK, q8);
+    w[n++] = wt("vec.weight", LWO_ST_F32, 1, sK, wf);
+    w[n++] = wt("bbad.weight", LWO_ST_F32, 2, sNK, wf);
+    w[n++] = wt("bbad.bias", LWO_ST_F32, 1, sN1, wf);
+    w[n++] = wt("bint.weight", LWO_ST_F32, 2, sNK, wf);
+    w[n++] = wt("bint.bias", LWO_ST_I32, 1, sN, bi);
+    w[n++] = wt("i64.weight", LWO_ST_I64, 2, sNK, wd);
+    CHECK(lwo_safetensors_write(tpath("load1.safetensors"), w, (size_t)n, NULL, NULL, 0, err, sizeof err) == LWO_SUCCESS, "write: %s", err);
+    CHECK(lwo_safetensors_open(tpath("load1.safetensors"), &f) == LWO_SUCCESS, "open: %s", lwo_safetensors_error(f));
+    /* file 2: lwo int8 */
+    n = 0;
+    w[n++] = wt("l.weight", LWO_ST_I8, 2, sNK, q8);
+    w[n++] = wt("l.weight_scale", LWO_ST_F32, 1, sN, ws);
+    w[n++] = wt("l.smooth", LWO_ST_F32, 1, sK, sm);
+    w[n++] = wt("l.bias", LWO_ST_F32, 1, sN, bf);
+    w[n++] = wt("ns.weight", LWO_ST_I8, 2, sNK, q8);
+    w[n++] = wt("ns.weight_scale", LWO_ST_F32, 1, sN, ws);
+    w[n++] = wt("z.weight", LWO_ST_I8, 2, sNK, q8);
+    w[n++] = wt("z.weight_scale", LWO_ST_F32, 1, sN, scales_n);
+    w[n++] = wt("z.smooth", LWO_ST_F32, 1, sK, smz);
+    CHECK(lwo_safetensors_write(tpath("load2.safetensors"), w, (size_t)n, mk_, mv, 1, err, sizeof err) == LWO_SUCCESS, "write: %s", err);
+    CHECK(lwo_safetensors_open(tpath("load2.safetensors"), &g) == LWO_SUCCESS, "open: %s", lwo_safetensors_error(g));
+    if (!f || !g || lwo_safetensors_count(f) == 0 || lwo_safetensors_count(g) == 0) { lwo_safetensors_close(f); lwo_safetensors_close(g); return; }
+
+    /* no context: argument errors, *out cleared */
+    wout = (lwo_weight *)1;
+    CHECK_EQ_INT(lwo_safetensors_load_weight(NULL, f, "bf.weight", LWO_FORMAT_BF16, LWO_PLACE_RESIDENT, &wout), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK(wout == NULL, "*out cleared on failure");
+    wout = (lwo_weight *)1;
+    CHECK_EQ_INT(lwo_safetensors_load_weight_policy(NULL, f, "bf.weight", NULL, LWO_PLACE_RESIDENT, &wout), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK(wout == NULL, "*out cleared on failure (policy)");
+    CHECK_EQ_INT(lwo_safetensors_load_weight(NULL, NULL, NULL, LWO_FORMAT_BF16, LWO_PLACE_RESIDENT, NULL), LWO_ERROR_INVALID_ARGUMENT);
+    {   /* a context that failed to create answers with its reason, and loads nothing */
+        lwo_desc desc;
+        lwo_context *ctx = NULL;
+        memset(&desc, 0, sizeof desc);
+        desc.driver_path = "/nonexistent/libcuda.so.1";
+        desc.cache_dir = "-";
+        desc.log_level = -1;
+        CHECK(lwo_create(&desc, &ctx) != LWO_SUCCESS && ctx, "GPU-less create");
+        if (ctx) {
+            wout = (lwo_weight *)1;
+            CHECK_EQ_INT(lwo_safetensors_load_weight(ctx, f, "bf.weight", LWO_FORMAT_BF16, LWO_PLACE_RESIDENT, &wout), LWO_ERROR_INVALID_ARGUMENT);
+            CHECK(wout == NULL && strstr(lwo_last_error(ctx), "failed to create") != NULL, "detail: %s", lwo_last_error(ctx));
+            CHECK_EQ_INT(lwo_safetensors_load_weight_policy(ctx, f, "bf.weight", NULL, LWO_PLACE_AUTO, &wout), LWO_ERROR_INVALID_ARGUMENT);
+            lwo_destroy(ctx);
+        }
+    }
+
+    /* policy -> format */
+    CHECK(lwo_safetensors_weight_format(f, "bf.weight", LWO_STORE_KEEP, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_BF16, "keep bf16");
+    CHECK(lwo_safetensors_weight_format(f, "h.weight", LWO_STORE_KEEP, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_F16, "keep f16");
+    CHECK(lwo_safetensors_weight_format(f, "f.weight", LWO_STORE_KEEP, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_BF16, "keep f32 -> bf16");
+    CHECK(lwo_safetensors_weight_format(f, "d.weight", LWO_STORE_KEEP, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_BF16, "keep f64 -> bf16");
+    CHECK(lwo_safetensors_weight_format(f, "e4.weight", LWO_STORE_KEEP, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_FP8_E4M3, "keep e4m3");
+    CHECK(lwo_safetensors_weight_format(f, "e5.weight", LWO_STORE_KEEP, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_FP8_E5M2, "keep e5m2");
+    CHECK(lwo_safetensors_weight_format(g, "l.weight", LWO_STORE_KEEP, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_INT8, "keep lwo int8");
+    CHECK(lwo_safetensors_weight_format(f, "i8plain.weight", LWO_STORE_KEEP, &fmt) == LWO_ERROR_UNSUPPORTED, "keep plain i8");
+    CHECK(strstr(lwo_safetensors_error(f), "i8plain.weight") != NULL, "detail: %s", lwo_safetensors_error(f));
+    CHECK(lwo_safetensors_weight_format(f, "i64.weight", LWO_STORE_KEEP, &fmt) == LWO_ERROR_UNSUPPORTED, "keep i64");
+    CHECK(lwo_safetensors_weight_format(f, "missing.weight", LWO_STORE_KEEP, &fmt) == LWO_ERROR_NOT_FOUND, "keep missing");
+    CHECK(lwo_safetensors_weight_format(f, "f.weight", LWO_STORE_BF16, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_BF16, "bf16");
+    CHECK(lwo_safetensors_weight_format(f, "f.weight", LWO_STORE_F16, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_F16, "f16");
+    CHECK(lwo_safetensors_weight_format(f, "f.weight", LWO_STORE_FP8_E4M3, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_FP8_E4M3, "e4m3");
+    CHECK(lwo_safetensors_weight_format(f, "f.weight", LWO_STORE_FP8_E5M2, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_FP8_E5M2, "e5m2");
+    CHECK(lwo_safetensors_weight_format(f, "e4.weight", LWO_STORE_INT8, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_INT8, "int8");
+    CHECK(lwo_safetensors_weight_format(f, "f.weight", LWO_STORE_F32, &fmt) == LWO_ERROR_UNSUPPORTED, "f32 is refused");
+    CHECK(strstr(lwo_safetensors_error(f), "f.weight") && strstr(lwo_safetensors_error(f), "f32"), "detail: %s", lwo_safetensors_error(f));
+    CHECK(lwo_safetensors_weight_format(f, "f.weight", (lwo_store_format)42, &fmt) == LWO_ERROR_INVALID_ARGUMENT, "bad store format");
+    CHECK(lwo_safetensors_weight_format(f, NULL, LWO_STORE_KEEP, &fmt) == LWO_ERROR_INVALID_ARGUMENT, "NULL name");
+    CHECK(lwo_safetensors_weight_format(NULL, "f.weight", LWO_STORE_KEEP, &fmt) == LWO_ERROR_INVALID_ARGUMENT, "NULL file");
+
+    /* plain bf16: as it is; zero copy exactly when streamable and K % 64 == 0 */
+    if (prep(f, "bf.weight", LWO_FORMAT_BF16, LWO_PLACE_STREAMED, &p, LWO_SUCCESS)) {
+        const lwo_st_tensor *t = lwo_safetensors_find(f, "bf.weight"), *b = lwo_safetensors_find(f, "bf.bias");
+        CHECK(p.zero_copy && p.d.borrow_host && p.d.data == t->data && p.d.data_dtype == LWO_DTYPE_BF16, "bf16 streamed: zero copy");
+        CHECK(p.region && (const uint8_t *)t->data >= p.region && (const uint8_t *)t->data + t->bytes <= p.region + p.region_bytes, "the region holds the tensor");
+        CHECK(p.d.rows == N && p.d.cols == K && p.d.format == LWO_FORMAT_BF16 && p.d.placement == LWO_PLACE_STREAMED, "desc shape");
+        CHECK(p.d.bias == b->data && p.d.bias_dtype == LWO_DTYPE_BF16 && p.bias == b, "bias attached as it is");
+        lwo__st_prep_free(&p);
+    }
+    if (prep(f, "bf.weight", LWO_FORMAT_BF16, LWO_PLACE_AUTO, &p, LWO_SUCCESS)) { CHECK(p.zero_copy, "bf16 auto: zero copy"); lwo__st_prep_free(&p); }
+    if (prep(f, "bf.weight", LWO_FORMAT_BF16, LWO_PLACE_RESIDENT, &p, LWO_SUCCESS)) { CHECK(!p.zero_copy && !p.d.borrow_host, "resident: no borrow"); lwo__st_prep_free(&p); }
+    if (prep(f, "bf100.weight", LWO_FORMAT_BF16, LWO_PLACE_STREAMED, &p, LWO_SUCCESS)) {
+        CHECK(!p.zero_copy && p.d.data == lwo_safetensors_find(f, "bf100.weight")->data && !p.d.bias, "K = 100: no zero copy, no bias");
+        lwo__st_prep_free(&p);
+    }
+    if (prep(f, "bf.weight", LWO_FORMAT_INT8, LWO_PLACE_STREAMED, &p, LWO_SUCCESS)) {
+        CHECK(!p.zero_copy && p.d.data_dtype == LWO_DTYPE_BF16 && !p.dequantized, "bf16 -> int8: quantized on the GPU");
+        lwo__st_prep_free(&p);
+    }
+    if (prep(f, "h.weight", LWO_FORMAT_F16, LWO_PLACE_STREAMED, &p, LWO_SUCCESS)) { CHECK(p.zero_copy && p.d.data_dtype == LWO_DTYPE_F16, "f16 zero copy"); lwo__st_prep_free(&p); }
+    if (prep(f, "h.weight", LWO_FORMAT_BF16, LWO_PLACE_STREAMED, &p, LWO_SUCCESS)) { CHECK(!p.zero_copy, "f16 -> bf16 is a conversion"); lwo__st_prep_free(&p); }
+    if (prep(f, "f.weight", LWO_FORMAT_BF16, LWO_PLACE_STREAMED, &p, LWO_SUCCESS)) {
+        CHECK(!p.zero_copy && p.d.data_dtype == LWO_DTYPE_F32 && p.d.bias_dtype == LWO_DTYPE_F32, "f32 -> bf16 on the GPU");
+        lwo__st_prep_free(&p);
+    }
+    if (prep(f, "d.weight", LWO_FORMAT_BF16, LWO_PLACE_RESIDENT, &p, LWO_SUCCESS)) {
+        const float *v = (const float *)p.d.data, *bv = (const float *)p.d.bias;
+        for (bad = 0, i = 0; i < N * K; i++) if (v[i] != (float)wd[i]) bad++;
+        for (i = 0; i < N; i++) if (bv[i] != (float)bd[i]) bad++;
+        CHECK(bad == 0 && p.d.data_dtype == LWO_DTYPE_F32 && p.owned_data && p.owned_bias && !p.dequantized, "f64 -> f32 on the CPU: %d wrong", bad);
+        lwo__st_prep_free(&p);
+    }
+    /* scaled fp8 */
+    if (prep(f, "e4.weight", LWO_FORMAT_FP8_E4M3, LWO_PLACE_STREAMED, &p, LWO_SUCCESS)) {
+        CHECK(p.zero_copy && p.d.data_dtype == LWO_DTYPE_F8_E4M3 && p.d.scale == 0.5f && p.d.bias_dtype == LWO_DTYPE_F32, "e4m3 zero copy with its scale");
+        lwo__st_prep_free(&p);
+    }
+    if (prep(f, "e4.weight", LWO_FORMAT_FP8_E4M3_W8A8, LWO_PLACE_AUTO, &p, LWO_SUCCESS)) {
+        CHECK(p.zero_copy && p.d.scale == 0.5f && !p.d.row_scales, "e4m3 -> W8A8: as it is, the scale on every row");
+        lwo__st_prep_free(&p);
+    }
+    if (prep(f, "e4.weight", LWO_FORMAT_BF16, LWO_PLACE_STREAMED, &p, LWO_SUCCESS)) {
+        const float *v = (const float *)p.d.data;
+        for (bad = 0, i = 0; i < N * K; i++) if (v[i] != lwo_ref_fp8_to_f32(w8[i], LWO_DTYPE_F8_E4M3) * 0.5f) bad++;
+        CHECK(bad == 0 && !p.zero_copy && p.dequantized && p.d.data_dtype == LWO_DTYPE_F32 && p.d.scale == 0.0f, "e4m3 -> bf16 dequantized: %d wrong", bad);
+        lwo__st_prep_free(&p);
+    }
+    if (prep(f, "e5.weight", LWO_FORMAT_FP8_E5M2, LWO_PLACE_STREAMED, &p, LWO_SUCCESS)) { CHECK(p.zero_copy && p.d.data_dtype == LWO_DTYPE_F8_E5M2, "e5m2 zero copy"); lwo__st_prep_free(&p); }
+    if (prep(f, "e5.weight", LWO_FORMAT_FP8_E4M3, LWO_PLACE_STREAMED, &p, LWO_SUCCESS)) {
+        const float *v = (const float *)p.d.data;
+        for (bad = 0, i = 0; i < N * K; i++) if (v[i] != lwo_ref_fp8_to_f32(w5[i], LWO_DTYPE_F8_E5M2) * 0.5f) bad++;
+        CHECK(bad == 0 && p.dequantized && !p.zero_copy, "e5m2 -> e4m3 dequantized first: %d wrong", bad);
+        lwo__st_prep_free(&p);
+    }
+    prep(f, "e4zero.weight", LWO_FORMAT_FP8_E4M3, LWO_PLACE_STREAMED, &p, LWO_ERROR_BAD_FILE);
+    prep(f, "e4neg.weight", LWO_FORMAT_BF16, LWO_PLACE_STREAMED, &p, LWO_ERROR_BAD_FILE);
+    prep(f, "cq.weight", LWO_FORMAT_FP8_E4M3, LWO_PLACE_STREAMED, &p, LWO_ERROR_UNSUPPORTED);
+    CHECK(strstr(lwo_safetensors_error(f), "cq.weight_scale") != NULL, "per-channel comfy scale named: %s", lwo_safetensors_error(f));
+    prep(f, "cqi.weight", LWO_FORMAT_INT8, LWO_PLACE_STREAMED, &p, LWO_ERROR_UNSUPPORTED);
+    CHECK(strstr(lwo_safetensors_error(f), "int8_blockwise") != NULL, "comfy format named: %s", lwo_safetensors_error(f));
+    prep(f, "i8plain.weight", LWO_FORMAT_INT8, LWO_PLACE_STREAMED, &p, LWO_ERROR_UNSUPPORTED);
+    prep(f, "i64.weight", LWO_FORMAT_BF16, LWO_PLACE_STREAMED, &p, LWO_ERROR_UNSUPPORTED);
+    prep(f, "vec.weight", LWO_FORMAT_BF16, LWO_PLACE_STREAMED, &p, LWO_ERROR_INVALID_ARGUMENT);
+    prep(f, "bbad.weight", LWO_FORMAT_BF16, LWO_PLACE_STREAMED, &p, LWO_ERROR_BAD_FILE);
+    prep(f, "bint.weight", LWO_FORMAT_BF16, LWO_PLACE_STREAMED, &p, LWO_ERROR_UNSUPPORTED);
+    prep(f, "missing.weight", LWO_FORMAT_BF16, LWO_PLACE_STREAMED, &p, LWO_ERROR_NOT_FOUND);
+    prep(f, "bf.weight", (lwo_format)99, LWO_PLACE_STREAMED, &p, LWO_ERROR_INVALID_ARGUMENT);
+    prep(f, "bf.weight", LWO_FORMAT_BF16, (lwo_placement)7, &p, LWO_ERROR_INVALID_ARGUMENT);
+    {   /* a file that failed to open */
+        static const uint8_t junk[16] = { 4, 0, 0, 0, 0, 0, 0, 0, '{', '}', 'x', 'y' };
+        lwo_safetensors *bad_f = NULL;
+        CHECK(lwo_safetensors_open_memory(junk, sizeof junk, &bad_f) != LWO_SUCCESS && bad_f, "junk is refused");
+        if (bad_f) {
+            CHECK_EQ_INT(lwo__st_weight_prep(bad_f, "bf.weight", LWO_FORMAT_BF16, LWO_PLACE_AUTO, &p), LWO_ERROR_INVALID_ARGUMENT);
+            CHECK(strstr(lwo_safetensors_error(bad_f), "did not open") != NULL, "detail: %s", lwo_safetensors_error(bad_f));
+            lwo__st_prep_free(&p);
+            lwo_safetensors_close(bad_f);
+        }
+    }
+    /* lwo int8 */
+    if (prep(g, "l.weight", LWO_FORMAT_INT8, LWO_PLACE_STREAMED, &p, LWO_SUCCESS)) {
+        const lwo_st_tensor *t = lwo_safetensors_find(g, "l.weight");
+        CHECK(p.zero_copy && p.d.data == t->data && p.d.data_dtype == LWO_DTYPE_I8, "lwo int8 zero copy");
+        CHECK(p.d.row_scales && memcmp(p.d.row_scales, ws, sizeof ws) == 0 && ((uintptr_t)p.d.row_scales & 3) == 0, "row scales (aligned copy)");
+        CHECK(p.d.smooth && memcmp(p.d.smooth, sm, sizeof sm) == 0, "smooth (aligned copy)");
+        CHECK(p.d.bias && p.d.bias_dtype == LWO_DTYPE_F32, "bias");
+        lwo__st_prep_free(&p);
+    }
+    if (prep(g, "l.weight", LWO_FORMAT_INT8, LWO_PLACE_RESIDENT, &p, LWO_SUCCESS)) { CHECK(!p.zero_copy && p.d.smooth, "resident int8: copied"); lwo__st_prep_free(&p); }
+    if (prep(g, "l.weight", LWO_FORMAT_BF16, LWO_PLACE_STREAMED, &p, LWO_SUCCESS)) {
+        const float *v = (const float *)p.d.data;
+        int k;
+        for (bad = 0, i = 0; i < N; i++) for (k = 0; k < K; k++) if (v[i * K + k] != ((float)q8[i * K + k] * ws[i]) / sm[k]) bad++;
+        CHECK(bad == 0 && p.dequantized && !p.d.smooth && !p.d.row_scales, "int8 -> bf16: (q * s) / smooth, %d wrong", bad);
+        lwo__st_prep_free(&p);
+    }
+    if (prep(g, "l.weight", LWO_FORMAT_FP8_E4M3_W8A8, LWO_PLACE_STREAMED, &p, LWO_SUCCESS)) {
+        CHECK(p.dequantized && p.d.smooth && memcmp(p.d.smooth, sm, sizeof sm) == 0 && p.d.data_dtype == LWO_DTYPE_F32, "int8 -> fp8 W8A8 keeps the smooth");
+        lwo__st_prep_free(&p);
+    }
+    if (prep(g, "ns.weight", LWO_FORMAT_FP8_E4M3, LWO_PLACE_STREAMED, &p, LWO_SUCCESS)) {
+        const float *v = (const float *)p.d.data;
+        for (bad = 0, i = 0; i < N * K; i++) if (v[i] != (float)q8[i] * ws[i / K]) bad++;
+        CHECK(bad == 0 && !p.d.smooth && !p.d.bias, "int8 without smooth -> fp8: q * s, %d wrong", bad);
+        lwo__st_prep_free(&p);
+    }
+    prep(g, "z.weight", LWO_FORMAT_INT8, LWO_PLACE_STREAMED, &p, LWO_ERROR_BAD_FILE);
+    CHECK(strstr(lwo_safetensors_error(g), "z.smooth") && strstr(lwo_safetensors_error(g), "element 3 "), "zero smooth named: %s", lwo_safetensors_error(g));
+    lwo_safetensors_close(f);
+    lwo_safetensors_close(g);
+}
+
 int main(void) {
     const char *t = getenv("TMPDIR");
     check_seed("test_safetensors");
@@ -588,6 +878,7 @@ int main(void) {
     test_codecs();
     test_convert();
     test_quant();
+    test_load();
     {   /* clean up */
         char cmd[600];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
