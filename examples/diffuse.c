@@ -625,6 +625,7 @@ typedef struct dit_gpu {
     int N, Bt, steps, cfg_on, verbose;
     float cfg;
     uint64_t M, workspace;
+    uint64_t graph_bytes;     /* weight bytes one replay of the step graph streams */
     lwo_weight **w;           /* per linear, dit_file order */
     int nlin;
     /* device tensors: state, step counter, labels, constants, activations (and views of them) */
@@ -922,29 +923,49 @@ static lwo_result dit_gpu_step(dit_gpu *g) {
    modules -- none of which may happen inside a capture), then the state is reset and one step is
    captured as a graph. */
 static lwo_result dit_gpu_capture(dit_gpu *g, const float *x0, const int *labels, lwo_graph **graph) {
+    lwo_stats st;
+    uint64_t before;
     DIT_TRY(dit_gpu_reset(g, x0, labels), "reset");
     if (dit_gpu_step(g)) return LWO_ERROR_CUDA;
     DIT_TRY(lwo_stream_synchronize(g->ctx, NULL), "the warm-up step");
     DIT_TRY(dit_gpu_reset(g, x0, labels), "reset");
+    DIT_TRY(lwo_stats_get(g->ctx, &st), "lwo_stats_get");
+    before = st.bytes_streamed;
     DIT_TRY(lwo_graph_capture_begin(g->ctx), "lwo_graph_capture_begin");
     if (dit_gpu_step(g)) { lwo_graph *junk = NULL; lwo_graph_capture_end(g->ctx, &junk); lwo_graph_destroy(g->ctx, junk); return LWO_ERROR_CUDA; }
     DIT_TRY(lwo_graph_capture_end(g->ctx, graph), "lwo_graph_capture_end");
+    /* lwo counts a transfer when it enqueues it: the captured ones once, not per replay */
+    DIT_TRY(lwo_stats_get(g->ctx, &st), "lwo_stats_get");
+    g->graph_bytes = st.bytes_streamed - before;
     return LWO_SUCCESS;
 }
 
-static void print_stats(dit_gpu *g) {
+static void print_stats(dit_gpu *g, int replays) {
     lwo_stats st;
     lwo_memory_stats ms;
+    uint64_t wbytes = 0, total;
+    int i;
+    for (i = 0; i < g->nlin; i++) {   /* the weights' device bytes as lwo stores them */
+        lwo_weight_info wi;
+        if (lwo_weight_get_info(g->ctx, g->w[i], &wi)) continue;
+        wbytes += lwo_tensor_bytes(wi.data) + (wi.bias ? lwo_tensor_bytes(wi.bias) : 0) + (wi.scales ? lwo_tensor_bytes(wi.scales) : 0);
+    }
     lwo_stats_get(g->ctx, &st);
     lwo_memory_stats_get(g->ctx, &ms);
     printf("peak VRAM %.1f MiB of a %.1f MiB budget; weights resident %.2f MiB, ring %.2f MiB\n", ms.peak / 1048576.0, ms.budget / 1048576.0,
            st.resident_bytes / 1048576.0, st.ring_bytes / 1048576.0);
-    printf("streamed %.2f MiB in %llu transfers over %llu passes (%.2f MiB a pass); %llu graph launches, %llu kernels, waited %.2f ms; "
-           "order deviations %llu\n", st.bytes_streamed / 1048576.0, (unsigned long long)st.transfers, (unsigned long long)st.passes,
-           st.passes ? st.bytes_streamed / 1048576.0 / (double)st.passes : 0.0, (unsigned long long)st.graph_launches,
-           (unsigned long long)st.kernels_launched, st.wait_ms, (unsigned long long)st.order_deviations);
-    printf("stats: resident_bytes=%llu ring_bytes=%llu bytes_streamed=%llu peak=%llu budget=%llu\n", (unsigned long long)st.resident_bytes,
-           (unsigned long long)st.ring_bytes, (unsigned long long)st.bytes_streamed, (unsigned long long)ms.peak, (unsigned long long)ms.budget);
+    /* st.bytes_streamed counts what lwo enqueued: the warm-up pass and the capture (once) */
+    total = st.bytes_streamed - g->graph_bytes + g->graph_bytes * (uint64_t)replays;
+    printf("streamed %.2f MiB a step (%.2f MiB in all: %d graph replays and the warm-up step); eager warm-up pass %.2f ms, "
+           "%.1f GB/s host-to-device; compute waited %.2f ms\n", g->graph_bytes / 1048576.0, total / 1048576.0, replays,
+           st.last_pass_ms, st.last_pass_GBps, st.wait_ms);
+    printf("lwo_stats: %llu kernels and %llu transfers enqueued, %llu passes, %llu graph launches, %llu order deviations, "
+           "%llu modules compiled, %llu from cache\n", (unsigned long long)st.kernels_launched, (unsigned long long)st.transfers,
+           (unsigned long long)st.passes, (unsigned long long)st.graph_launches, (unsigned long long)st.order_deviations,
+           (unsigned long long)st.modules_compiled, (unsigned long long)st.modules_from_cache);
+    printf("stats: weight_bytes=%llu resident_bytes=%llu ring_bytes=%llu step_bytes=%llu bytes_streamed=%llu peak=%llu budget=%llu\n",
+           (unsigned long long)wbytes, (unsigned long long)st.resident_bytes, (unsigned long long)st.ring_bytes,
+           (unsigned long long)g->graph_bytes, (unsigned long long)total, (unsigned long long)ms.peak, (unsigned long long)ms.budget);
 }
 
 static lwo_result gpu_sample(const dit_file *df, const dit_opts *o, float *x, int N, const int *labels, int steps, double cfg) {
@@ -971,7 +992,7 @@ static lwo_result gpu_sample(const dit_file *df, const dit_opts *o, float *x, in
     if (r) { fprintf(stderr, "diffuse: download failed: %s\n  %s\n", lwo_result_string(r), lwo_last_error(g->ctx)); dit_gpu_close(g); return r; }
     printf("sampled %d images in %d steps (cfg %g): %.3f s, %.1f steps/s, %.1f images/s; wall %.2f s\n", N, steps, cfg, ts, steps / ts, N / ts,
            dit_now_s() - t0);
-    print_stats(g);
+    print_stats(g, steps);
     lwo_graph_destroy(g->ctx, graph);
     dit_gpu_close(g);
     return LWO_SUCCESS;
@@ -998,18 +1019,21 @@ static int bf16_ulps(uint16_t a, uint16_t b) {
     return ia > ib ? ia - ib : ib - ia;
 }
 
-/* GPU bf16 output vs the CPU float reference rounded to bf16: at most max_ulp apart everywhere. */
-static void st_cmp_bf16(st_counts *c, const char *what, const uint16_t *got, const float *want, uint64_t n, int max_ulp) {
+/* GPU bf16 output vs the CPU float reference rounded to bf16: each element at most max_ulp bf16
+   ulps apart, or within abs_tol (where the op cancels -- gelu's 1 + tanh near -1, cos of a large
+   argument near a zero -- a last-bit difference of the f32 math functions is no bf16 ulp). */
+static void st_cmp_bf16(st_counts *c, const char *what, const uint16_t *got, const float *want, uint64_t n, int max_ulp, double abs_tol) {
     uint64_t i, bad = 0, worst_i = 0;
     int worst = 0;
-    char d[160];
+    char d[200];
     for (i = 0; i < n; i++) {
         int u = bf16_ulps(got[i], lwo_ref_f32_to_bf16(want[i]));
+        if (u > max_ulp && fabs((double)lwo_ref_bf16_to_f32(got[i]) - want[i]) <= abs_tol) u = max_ulp;
         if (u > worst) { worst = u; worst_i = i; }
         if (u > max_ulp) bad++;
     }
-    snprintf(d, sizeof d, "%llu elements, worst %d bf16 ulp at %llu (got %g want %g), %llu over %d", (unsigned long long)n, worst,
-             (unsigned long long)worst_i, (double)lwo_ref_bf16_to_f32(got[worst_i]), (double)want[worst_i], (unsigned long long)bad, max_ulp);
+    snprintf(d, sizeof d, "%llu elements, worst %d bf16 ulp at %llu (got %g want %g), %llu over %d ulp and %.0e", (unsigned long long)n, worst,
+             (unsigned long long)worst_i, (double)lwo_ref_bf16_to_f32(got[worst_i]), (double)want[worst_i], (unsigned long long)bad, max_ulp, abs_tol);
     st_report(c, bad == 0, what, d);
 }
 
@@ -1080,14 +1104,14 @@ static void selftest_kernels(dit_gpu *g, const dit_file *df, st_counts *c) {
     args[0] = &xp; args[1] = &N; args[2] = &Bti; args[3] = &C; args[4] = &H; args[5] = &W; args[6] = &p; args[7] = &tokp;
     ok = ok && !dit_launch_1d(ctx, g->kern, "dit_patchify", M * a->P, args) && !lwo_tensor_download(ctx, g->tok, gb, M * a->P * 2);
     ref_patchify(in, N, Bti, C, H, W, p, want);
-    if (ok) st_cmp_bf16(c, "dit_patchify", gb, want, M * a->P, 0); else st_report(c, 0, "dit_patchify", lwo_last_error(ctx));
+    if (ok) st_cmp_bf16(c, "dit_patchify", gb, want, M * a->P, 0, 0); else st_report(c, 0, "dit_patchify", lwo_last_error(ctx));
 
     /* time embedding at step `counter` of `steps` */
     ok = lwo_tensor_upload(ctx, g->counter, &counter, 4) == 0 && st_poison(g, g->temb);
     args[0] = &cp; args[1] = &steps; args[2] = &Bti; args[3] = &tdim; args[4] = &ts; args[5] = &nlp; args[6] = &tembp;
     ok = ok && !dit_launch_1d(ctx, g->kern, "dit_time_embed", Bt * (tdim / 2), args) && !lwo_tensor_download(ctx, g->temb, gb, Bt * tdim * 2);
     ref_time_embed(ref_t_at(counter, steps), Bti, tdim, ts, nlp, want);
-    if (ok) st_cmp_bf16(c, "dit_time_embed", gb, want, Bt * tdim, 1); else st_report(c, 0, "dit_time_embed", lwo_last_error(ctx));
+    if (ok) st_cmp_bf16(c, "dit_time_embed", gb, want, Bt * tdim, 1, 2e-4); else st_report(c, 0, "dit_time_embed", lwo_last_error(ctx));
 
     /* silu */
     for (i = 0; i < nth; i++) in[i] = 4 * st_randn();
@@ -1095,7 +1119,7 @@ static void selftest_kernels(dit_gpu *g, const dit_file *df, st_counts *c) {
     args[0] = &thp; args[1] = &nth; args[2] = &thbp;
     ok = ok && !dit_launch_1d(ctx, g->kern, "dit_silu_bf16", nth, args) && !lwo_tensor_download(ctx, g->thb, gb, nth * 2);
     ref_silu(in, nth, want);
-    if (ok) st_cmp_bf16(c, "dit_silu_bf16", gb, want, nth, 1); else st_report(c, 0, "dit_silu_bf16", lwo_last_error(ctx));
+    if (ok) st_cmp_bf16(c, "dit_silu_bf16", gb, want, nth, 1, 1e-6); else st_report(c, 0, "dit_silu_bf16", lwo_last_error(ctx));
 
     /* condition: te + table[label] (the null class included) */
     for (i = 0; i < nth; i++) in[i] = st_randn();
@@ -1104,7 +1128,7 @@ static void selftest_kernels(dit_gpu *g, const dit_file *df, st_counts *c) {
     args[0] = &tep; args[1] = &ytp; args[2] = &rows; args[3] = &labp; args[4] = &Bti; args[5] = &Di; args[6] = &scp;
     ok = ok && !dit_launch_1d(ctx, g->kern, "dit_condition", nth, args) && !lwo_tensor_download(ctx, g->sc, gb, nth * 2);
     ref_condition(in, tab, rows, lab, Bti, Di, want);
-    if (ok) st_cmp_bf16(c, "dit_condition", gb, want, nth, 1); else st_report(c, 0, "dit_condition", lwo_last_error(ctx));
+    if (ok) st_cmp_bf16(c, "dit_condition", gb, want, nth, 1, 1e-6); else st_report(c, 0, "dit_condition", lwo_last_error(ctx));
 
     /* embed + pos: exact */
     for (i = 0; i < M * D; i++) in[i] = st_randn();
@@ -1120,7 +1144,7 @@ static void selftest_kernels(dit_gpu *g, const dit_file *df, st_counts *c) {
     ok = st_upload_f32(g, g->h, in, M * D) && st_upload_f32(g, g->mod, modv, Bt * 6 * D) && st_poison(g, g->act);
     ok = ok && !k_ln_modulate(g, g->mod, 6 * Di, 3 * Di, 4 * Di) && !lwo_tensor_download(ctx, g->act, gb, M * D * 2);
     ref_ln_modulate(in, M, Di, T, modv, 6 * Di, 3 * Di, 4 * Di, a->eps, want);
-    if (ok) st_cmp_bf16(c, "dit_ln_modulate", gb, want, M * D, 1); else st_report(c, 0, "dit_ln_modulate", lwo_last_error(ctx));
+    if (ok) st_cmp_bf16(c, "dit_ln_modulate", gb, want, M * D, 1, 1e-5); else st_report(c, 0, "dit_ln_modulate", lwo_last_error(ctx));
 
     /* gated residual: exact */
     for (i = 0; i < M * D; i++) { in[i] = st_randn(); in2[i] = st_randn(); }
@@ -1136,7 +1160,7 @@ static void selftest_kernels(dit_gpu *g, const dit_file *df, st_counts *c) {
     args[0] = &bigp; args[1] = &ngel; args[2] = &gelp;
     ok = ok && !dit_launch_1d(ctx, g->kern, "dit_gelu_tanh_bf16", ngel, args) && !lwo_tensor_download(ctx, g->gel, gb, ngel * 2);
     ref_gelu(in, ngel, want);
-    if (ok) st_cmp_bf16(c, "dit_gelu_tanh_bf16", gb, want, ngel, 1); else st_report(c, 0, "dit_gelu_tanh_bf16", lwo_last_error(ctx));
+    if (ok) st_cmp_bf16(c, "dit_gelu_tanh_bf16", gb, want, ngel, 1, 1e-6); else st_report(c, 0, "dit_gelu_tanh_bf16", lwo_last_error(ctx));
 
     /* attention (scores of a realistic spread: q, k ~ N(0, 1.5^2)) */
     {
@@ -1145,7 +1169,7 @@ static void selftest_kernels(dit_gpu *g, const dit_file *df, st_counts *c) {
         ok = sbuf && st_upload_f32(g, g->v_qkv, in, M * 3 * D) && st_poison(g, g->act);
         ok = ok && !k_attention(g, g->v_qkv, g->act) && !lwo_tensor_download(ctx, g->act, gb, M * D * 2);
         if (sbuf) ref_attention(in, Bti, T, Di, a->heads, (float)(1.0 / sqrt((double)a->hd)), sbuf, want);
-        if (ok) st_cmp_bf16(c, a->hd == 64 ? "dit_attention_hd64" : "dit_attention_hd128", gb, want, M * D, 1);
+        if (ok) st_cmp_bf16(c, a->hd == 64 ? "dit_attention_hd64" : "dit_attention_hd128", gb, want, M * D, 1, 1e-5);
         else st_report(c, 0, "dit_attention", lwo_last_error(ctx));
         free(sbuf);
     }

@@ -1,7 +1,7 @@
 /* dit_common.h - what the diffusion examples share (examples/diffuse.c, examples/bench_dit.c):
    their kernels (examples/dit_kernels.cu, embedded below by `make embed`), compiling and launching
    them through lwo, the splitmix64 / Box-Muller noise of tools/train_tiny_dit.py, a clock.
-   Include after lwo.h. Everything here is static: each example is one translation unit. */
+   Include after lwo.h. Everything here is static (inline, so a user of part of it builds clean). */
 #ifndef DIT_COMMON_H
 #define DIT_COMMON_H
 #include <math.h>
@@ -23,7 +23,7 @@ static const char *const dit_kernel_source_parts[] = {
 /* ---- kernels ------------------------------------------------------------------------------- */
 /* Compiles dit_kernels.cu for this device (through lwo's NVRTC path and cubin cache). --fmad=false:
    every product and sum rounds on its own, as in diffuse.c's CPU reference. */
-static lwo_result dit_module_compile(lwo_context *ctx, lwo_module **out) {
+static inline lwo_result dit_module_compile(lwo_context *ctx, lwo_module **out) {
     static const char *const opts[] = { "--fmad=false", NULL };
     size_t i, n = 0, np = sizeof dit_kernel_source_parts / sizeof *dit_kernel_source_parts;
     char *src;
@@ -39,7 +39,7 @@ static lwo_result dit_module_compile(lwo_context *ctx, lwo_module **out) {
 }
 
 /* A grid-stride kernel over n elements: 256 threads a block, at most 2^20 blocks. */
-static lwo_result dit_launch_1d(lwo_context *ctx, lwo_module *m, const char *kernel, uint64_t n, void **args) {
+static inline lwo_result dit_launch_1d(lwo_context *ctx, lwo_module *m, const char *kernel, uint64_t n, void **args) {
     uint64_t blocks = (n + 255) / 256;
     unsigned grid[3], block[3] = { 256, 1, 1 };
     grid[0] = (unsigned)(blocks == 0 ? 1 : blocks > (1u << 20) ? (1u << 20) : blocks);
@@ -47,7 +47,7 @@ static lwo_result dit_launch_1d(lwo_context *ctx, lwo_module *m, const char *ker
     return lwo_launch(ctx, NULL, m, kernel, grid, block, 0, args);
 }
 
-static lwo_result dit_launch_3d(lwo_context *ctx, lwo_module *m, const char *kernel, unsigned gx, unsigned gy, unsigned gz,
+static inline lwo_result dit_launch_3d(lwo_context *ctx, lwo_module *m, const char *kernel, unsigned gx, unsigned gy, unsigned gz,
                                 unsigned threads, void **args) {
     unsigned grid[3], block[3];
     grid[0] = gx; grid[1] = gy; grid[2] = gz;
@@ -56,17 +56,17 @@ static lwo_result dit_launch_3d(lwo_context *ctx, lwo_module *m, const char *ker
 }
 
 /* ---- noise: "splitmix64-boxmuller-v1" of tools/train_tiny_dit.py ------------------------------ */
-static uint64_t dit_splitmix64(uint64_t *state) {
+static inline uint64_t dit_splitmix64(uint64_t *state) {
     uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
 /* u = ((z >> 11) + 0.5) * 2^-53, strictly inside (0, 1) */
-static double dit_uniform(uint64_t *state) { return ((double)(dit_splitmix64(state) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+static inline double dit_uniform(uint64_t *state) { return ((double)(dit_splitmix64(state) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 /* n standard normals: normal k from draws 2k (u1) and 2k+1 (u2), the cosine branch only, float64
    math rounded to float32 -- the order is the caller's (sample, channel, row, col). */
-static void dit_noise(uint64_t seed, uint64_t n, float *out) {
+static inline void dit_noise(uint64_t seed, uint64_t n, float *out) {
     uint64_t i, st = seed;
     for (i = 0; i < n; i++) {
         double u1 = dit_uniform(&st), u2 = dit_uniform(&st);
@@ -74,14 +74,14 @@ static void dit_noise(uint64_t seed, uint64_t n, float *out) {
     }
 }
 
-static double dit_now_s(void) {
+static inline double dit_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* Progress on stderr: "[#####-----]  12/20 steps   45.3 steps/s" */
-static void dit_progress(const char *what, int done, int total, double elapsed_s) {
+static inline void dit_progress(const char *what, int done, int total, double elapsed_s) {
     char bar[41];
     int i, w = 30, fill = total > 0 ? (int)((long long)done * w / total) : w;
     for (i = 0; i < w; i++) bar[i] = i < fill ? '#' : '-';
