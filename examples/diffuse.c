@@ -854,10 +854,10 @@ static lwo_result k_gate(dit_gpu *g, int gate_off) {
 static lwo_result k_attention(dit_gpu *g, const lwo_tensor *qkv, lwo_tensor *out) {
     const dit_arch *a = g->a;
     uint64_t qp = lwo_tensor_device_ptr(qkv), op = lwo_tensor_device_ptr(out);
-    int T = a->T, D = a->D;
+    int T = a->T, D = a->D, ld_qkv = 3 * a->D, ld_out = a->D;
     float scale = (float)(1.0 / sqrt((double)a->hd));
-    void *args[5];
-    args[0] = &qp; args[1] = &T; args[2] = &D; args[3] = &scale; args[4] = &op;
+    void *args[7];
+    args[0] = &qp; args[1] = &ld_qkv; args[2] = &T; args[3] = &D; args[4] = &scale; args[5] = &op; args[6] = &ld_out;
     if (a->hd == 64) return dit_launch_3d(g->ctx, g->kern, "dit_attention_hd64", (unsigned)((T + 31) / 32), (unsigned)a->heads, (unsigned)g->Bt, 64, args);
     if (a->hd == 128) return dit_launch_3d(g->ctx, g->kern, "dit_attention_hd128", (unsigned)((T + 31) / 32), (unsigned)a->heads, (unsigned)g->Bt, 128, args);
     fprintf(stderr, "diffuse: head_dim %d: the attention kernel has head_dim 64 and 128\n", a->hd);
@@ -1090,7 +1090,7 @@ static void selftest_kernels(dit_gpu *g, const dit_file *df, st_counts *c) {
     uint64_t tep = lwo_tensor_device_ptr(g->te), ytp = lwo_tensor_device_ptr(g->ytab), labp = lwo_tensor_device_ptr(g->labels);
     uint64_t scp = lwo_tensor_device_ptr(g->sc), tmpp = lwo_tensor_device_ptr(g->tmp), posp = lwo_tensor_device_ptr(g->pos);
     uint64_t hp = lwo_tensor_device_ptr(g->h), bigp = lwo_tensor_device_ptr(g->big), gelp = lwo_tensor_device_ptr(g->gel);
-    uint64_t outp = lwo_tensor_device_ptr(g->out), nth = Bt * D, ngel = M * (uint64_t)a->mlp;
+    uint64_t actp = lwo_tensor_device_ptr(g->act), outp = lwo_tensor_device_ptr(g->out), nth = Bt * D, ngel = M * (uint64_t)a->mlp;
     float ts = a->time_scale, nlp = a->neg_log_period, cfg = 2.5f;
     int cfg_on = g->cfg_on, counter = 3;
     if (!in || !in2 || !want || !got || !modv || !gb || !lab) { st_report(c, 0, "selftest buffers", "out of host memory"); goto done; }
@@ -1172,6 +1172,36 @@ static void selftest_kernels(dit_gpu *g, const dit_file *df, st_counts *c) {
         if (ok) st_cmp_bf16(c, a->hd == 64 ? "dit_attention_hd64" : "dit_attention_hd128", gb, want, M * D, 1, 1e-5);
         else st_report(c, 0, "dit_attention", lwo_last_error(ctx));
         free(sbuf);
+    }
+
+    /* the kernels only bench_dit.c uses on this model's buffers: head_dim 128 (2 heads of the same
+       width), GELU on a strided block */
+    {
+        double *sbuf = (double *)malloc((size_t)T * sizeof *sbuf);
+        int ld_qkv = 3 * Di, ld_out = Di;
+        float scale = (float)(1.0 / sqrt(128.0));
+        for (i = 0; i < M * 3 * D; i++) in[i] = 1.5f * st_randn();
+        ok = sbuf && Di % 128 == 0 && st_upload_f32(g, g->v_qkv, in, M * 3 * D) && st_poison(g, g->act);
+        args[0] = &bigp; args[1] = &ld_qkv; args[2] = &T; args[3] = &Di; args[4] = &scale; args[5] = &actp; args[6] = &ld_out;
+        ok = ok && !dit_launch_3d(ctx, g->kern, "dit_attention_hd128", (unsigned)((T + 31) / 32), (unsigned)(Di / 128), (unsigned)Bti, 128, args);
+        ok = ok && !lwo_tensor_download(ctx, g->act, gb, M * D * 2);
+        if (ok) { ref_attention(in, Bti, T, Di, Di / 128, scale, sbuf, want); st_cmp_bf16(c, "dit_attention_hd128", gb, want, M * D, 1, 1e-5); }
+        else st_report(c, 0, "dit_attention_hd128", Di % 128 ? "hidden is not a multiple of 128" : lwo_last_error(ctx));
+        free(sbuf);
+    }
+    {
+        uint64_t rows = M, r2;
+        int cols = Di / 2, ldx = a->mlp, ldy = a->mlp, cc2;
+        for (i = 0; i < ngel; i++) in[i] = 3 * st_randn();
+        ok = st_upload_f32(g, g->v_fc1, in, ngel) && st_poison(g, g->gel);
+        args[0] = &bigp; args[1] = &rows; args[2] = &cols; args[3] = &ldx; args[4] = &gelp; args[5] = &ldy;
+        ok = ok && !dit_launch_1d(ctx, g->kern, "dit_gelu_tanh_bf16_2d", rows * cols, args) && !lwo_tensor_download(ctx, g->gel, gb, ngel * 2);
+        for (r2 = 0; r2 < rows; r2++) for (cc2 = 0; cc2 < a->mlp; cc2++) {   /* outside the block: still the poison */
+            uint64_t e = r2 * a->mlp + cc2;
+            want[e] = cc2 < cols ? ref_gelu1(in[e]) : 0.0f;
+            if (cc2 >= cols) { ok = ok && gb[e] == 0xffff; gb[e] = 0; }
+        }
+        if (ok) st_cmp_bf16(c, "dit_gelu_tanh_bf16_2d", gb, want, ngel, 1, 1e-6); else st_report(c, 0, "dit_gelu_tanh_bf16_2d", "failed, or wrote outside its block");
     }
 
     /* Euler + CFG + unpatchify: exact */

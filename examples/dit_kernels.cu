@@ -122,29 +122,39 @@ extern "C" __global__ void dit_gate_residual(float *h, const float *y, dit_u64 M
     }
 }
 
-/* y = bf16(gelu_tanh(x)) = bf16(0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))), n elements */
+/* gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+__device__ __forceinline__ float dit_gelu_tanh(float v) {
+    float cube = __fmul_rn(__fmul_rn(v, v), v);
+    float inner = __fmul_rn(0.7978845608028654f, __fadd_rn(v, __fmul_rn(0.044715f, cube)));
+    return __fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.0f, tanhf(inner)));
+}
+/* y = bf16(gelu_tanh(x)), n elements */
 extern "C" __global__ void dit_gelu_tanh_bf16(const float *x, dit_u64 n, dit_u16 *y) {
-    DIT_GRID_STRIDE(i, n) {
-        float v = x[i];
-        float cube = __fmul_rn(__fmul_rn(v, v), v);
-        float inner = __fmul_rn(0.7978845608028654f, __fadd_rn(v, __fmul_rn(0.044715f, cube)));
-        y[i] = dit_f32_to_bf16(__fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.0f, tanhf(inner))));
+    DIT_GRID_STRIDE(i, n) y[i] = dit_f32_to_bf16(dit_gelu_tanh(x[i]));
+}
+/* the same over a [rows, cols] block of x (row stride ldx) into y (row stride ldy) */
+extern "C" __global__ void dit_gelu_tanh_bf16_2d(const float *x, dit_u64 rows, int cols, int ldx, dit_u16 *y, int ldy) {
+    dit_u64 total = rows * cols;
+    DIT_GRID_STRIDE(i, total) {
+        dit_u64 r = i / cols, c = i % cols;
+        y[r * ldy + c] = dit_f32_to_bf16(dit_gelu_tanh(x[r * ldx + c]));
     }
 }
 
 /* Attention, softmax in f32: out[b*T + i, hh*HD ..] = bf16(softmax_j(q_i . k_j * scale) v_j), q, k, v
-   read from qkv f32 [Bt * T, 3 * D] (q at column hh * HD, k at D + hh * HD, v at 2 * D + hh * HD).
+   read from qkv f32 [Bt * T, >= 3 * D] of row stride ld_qkv (q at column hh * HD, k at D + hh * HD,
+   v at 2 * D + hh * HD); out bf16 of row stride ld_out.
    Grid (ceil(T / QT), heads, Bt), block QT * (HD / 32) threads: G = HD / 32 threads per query, each
    owning the dims d * G + g (so a group reads consecutive shared words), their partial dot
    products summed by shuffles. Keys and values go through shared memory KC keys at a time; the
    running max rescales the sums only when it grows. */
 template <int HD, int QT, int KC>
-__device__ __forceinline__ void dit_attention_body(const float *qkv, int T, int D, float scale, dit_u16 *out) {
+__device__ __forceinline__ void dit_attention_body(const float *qkv, int ld_qkv, int T, int D, float scale, dit_u16 *out, int ld_out) {
     enum { G = HD / 32 };
     __shared__ float ks[KC * HD], vs[KC * HD];
     const int b = blockIdx.z, hh = blockIdx.y, tid = threadIdx.x, g = tid % G;
     const int qi = blockIdx.x * QT + tid / G;
-    const dit_u64 ld = 3ull * D;
+    const dit_u64 ld = (dit_u64)ld_qkv;
     const float *base = qkv + (dit_u64)b * T * ld + (dit_u64)hh * HD;
     float q[32], acc[32], m = __int_as_float(0xff800000), l = 0.0f;
     int d, j, k0;
@@ -178,14 +188,14 @@ __device__ __forceinline__ void dit_attention_body(const float *qkv, int T, int 
         }
     }
     if (qi < T)
-        for (d = 0; d < 32; d++) out[((dit_u64)b * T + qi) * D + (dit_u64)hh * HD + d * G + g] = dit_f32_to_bf16(__fdiv_rn(acc[d], l));
+        for (d = 0; d < 32; d++) out[((dit_u64)b * T + qi) * ld_out + (dit_u64)hh * HD + d * G + g] = dit_f32_to_bf16(__fdiv_rn(acc[d], l));
 }
 /* head_dim 64: block 64 threads (32 queries); head_dim 128: block 128 threads (32 queries) */
-extern "C" __global__ void dit_attention_hd64(const float *qkv, int T, int D, float scale, dit_u16 *out) {
-    dit_attention_body<64, 32, 64>(qkv, T, D, scale, out);
+extern "C" __global__ void dit_attention_hd64(const float *qkv, int ld_qkv, int T, int D, float scale, dit_u16 *out, int ld_out) {
+    dit_attention_body<64, 32, 64>(qkv, ld_qkv, T, D, scale, out, ld_out);
 }
-extern "C" __global__ void dit_attention_hd128(const float *qkv, int T, int D, float scale, dit_u16 *out) {
-    dit_attention_body<128, 32, 32>(qkv, T, D, scale, out);
+extern "C" __global__ void dit_attention_hd128(const float *qkv, int ld_qkv, int T, int D, float scale, dit_u16 *out, int ld_out) {
+    dit_attention_body<128, 32, 32>(qkv, ld_qkv, T, D, scale, out, ld_out);
 }
 
 /* One Euler step of the sampler, with the model output o f32 [Bt * T, P] unpatchified on the fly:

@@ -9,7 +9,7 @@
 int main(void) {
     static const char *const archs[] = { "sm_75", "sm_80", "sm_86", "sm_89", "sm_90a", "sm_100", "sm_120" };
     static const char *const kernels[] = { "dit_patchify", "dit_time_embed", "dit_silu_bf16", "dit_condition", "dit_embed_pos",
-                                           "dit_ln_modulate", "dit_gate_residual", "dit_gelu_tanh_bf16", "dit_attention_hd64",
+                                           "dit_ln_modulate", "dit_gate_residual", "dit_gelu_tanh_bf16", "dit_gelu_tanh_bf16_2d", "dit_attention_hd64",
                                            "dit_attention_hd128", "dit_euler", "dit_step_advance" };
     static char err[LWO__ERROR_CAP];
     lwo__nvrtc nv;
