@@ -12,7 +12,7 @@ PY      := python3
 VENV    := $(B)/venv
 VPY     := $(VENV)/bin/python
 
-.PHONY: all demo test test-gpu gpu-build bench bench-gemm bench-stream embed check-embed venv clean
+.PHONY: all demo test test-gpu gpu-build bench bench-gemm bench-stream bench-dit embed check-embed venv clean
 all: $(B)/hello
 
 DIT_EMBED := examples/dit_kernels.cu examples/dit_common.h dit_kernel_source_parts
@@ -44,6 +44,8 @@ $(B)/diffuse-clang: examples/diffuse.c $(DIT_DEPS) | $(B)
 	$(CLANG) $(CFLAGS) -o $@ $< $(LIBS)
 $(B)/diffuse-cxx: examples/diffuse.c $(DIT_DEPS) | $(B)
 	$(CXX) $(CXXFLAGS) -x c++ -o $@ $< $(LIBS)
+$(B)/bench_dit: examples/bench_dit.c $(DIT_DEPS) | $(B)
+	$(CC) $(CFLAGS) -o $@ $< $(LIBS)
 $(B)/test_dit_kernels: tests/test_dit_kernels.c tests/check.h $(DIT_DEPS) | $(B)
 	$(CC) $(CFLAGS) -o $@ $< $(LIBS)
 $(B)/link-test: tests/test_link_a.c tests/test_link_b.c $(HDR) | $(B)
@@ -76,7 +78,7 @@ $(VENV)/.ok: tests/requirements.txt | $(B)
 venv: $(VENV)/.ok
 
 # ---- make test: everything that runs without a GPU ---------------------------------------------
-test: check-embed $(B)/hello $(B)/hello-clang $(B)/hello-cxx $(B)/diffuse $(B)/diffuse-clang $(B)/diffuse-cxx $(B)/test_dit_kernels $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/dump_codecs $(VENV)/.ok
+test: check-embed $(B)/hello $(B)/hello-clang $(B)/hello-cxx $(B)/diffuse $(B)/diffuse-clang $(B)/diffuse-cxx $(B)/bench_dit $(B)/test_dit_kernels $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/dump_codecs $(VENV)/.ok
 	LWO_CACHE_DIR=$(B)/cache LWO_PY=$(VPY) tests/run.sh $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/test_dit_kernels tests/check_mldtypes.sh tests/check_hello_nogpu.sh tests/check_diffuse.sh tests/check_safetensors_py.sh tests/check_fuzz_safetensors.sh
 
 # ---- GPU machine -------------------------------------------------------------------------------
@@ -94,7 +96,7 @@ $(B)/bench_gemm: tests/bench_gemm.c $(HDR) | $(B)
 $(B)/bench_stream: tests/bench_stream.c $(HDR) | $(B)
 	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
 GPU_TESTS := $(B)/test_gpu $(B)/test_gpu_gemm $(B)/test_gpu_stream
-GPU_BINS  := $(GPU_TESTS) $(B)/hello $(B)/diffuse $(B)/bench $(B)/bench_gemm $(B)/bench_stream
+GPU_BINS  := $(GPU_TESTS) $(B)/hello $(B)/diffuse $(B)/bench_dit $(B)/bench $(B)/bench_gemm $(B)/bench_stream
 gpu-build: $(GPU_BINS)
 test-gpu: $(GPU_BINS)
 	tests/run.sh $(GPU_TESTS)
@@ -117,6 +119,11 @@ bench: $(B)/bench
 
 # hello, then the diffusion demo: 100 Fashion-MNIST images (10 classes x 10) from the tiny DiT,
 # int8 weights streamed under a budget that holds a quarter of them
+# A Flux-sized transformer (about 12 B parameters, random weights) streamed under 8 and 16 GiB and
+# resident, per storage format: s/step, VRAM, H2D rate and the transfer bound (examples/bench_dit.c)
+bench-dit: $(B)/bench_dit
+	$(B)/bench_dit
+
 demo: $(B)/hello $(B)/diffuse
 	$(B)/hello
 	$(B)/diffuse --out $(B)/diffuse.png --raw $(B)/diffuse.f32

@@ -38,6 +38,12 @@ for s in bf16 int8 fp8; do
   if [ $rc -eq 0 ] && [ -n "$line" ]; then row "selftest $s" PASS "$line"; else row "selftest $s" FAIL "exit $rc: ${line:-$(tail -n 3 "$O/dit_selftest_$s.log" | tr '\n' ' ')}"; fi
 done
 
+echo "== bench_dit --quick (the benchmark's program on a small model)"
+make -s build/bench_dit >>"$O/dit_build.log" 2>&1
+timeout 240 build/bench_dit --quick --steps 2 >"$O/dit_bench_quick.log" 2>&1; rc=$?
+tr '\r' '\n' <"$O/dit_bench_quick.log" | grep -v ' steps/s$' | tail -n 8
+[ $rc -eq 0 ] && row "bench_dit --quick" PASS "runs (see $O/dit_bench_quick.log)" || row "bench_dit --quick" FAIL "exit $rc (see $O/dit_bench_quick.log)"
+
 echo "== classifier"
 if [ ! -f "$CLS" ]; then
   timeout 400 $PY $T --train-classifier --data "$DATA" --classifier-out "$CLS" >"$O/dit_classifier.log" 2>&1
