@@ -762,10 +762,10 @@ static lwo_result dit_gpu_open(dit_gpu *g, const dit_file *df, const dit_opts *o
     g->workspace = round256(g->workspace) + 256;
     act = activation_bytes(a, (uint64_t)N, (uint64_t)g->Bt);
     /* auto: activations + workspace + the ring (4 slots of the largest weight) + a quarter of the
-       weights (+ 1 MiB for lwo's own rounding and scratch): most weights stream */
+       weights (+ 512 KiB for lwo's own rounding and scratch): most weights stream */
     if (vram == DIT_VRAM_MIB) budget = vram_mib << 20;
     else if (vram == DIT_VRAM_ALL) budget = act + g->workspace + wbytes + (4ull << 20);
-    else budget = act + g->workspace + 4 * largest + wbytes / 4 + (1ull << 20);
+    else budget = act + g->workspace + 4 * largest + wbytes / 4 + (512u << 10);
     desc.vram_budget = budget;
     r = lwo_create(&desc, &g->ctx);
     if (r) { fprintf(stderr, "diffuse: lwo_create (budget %.1f MiB) failed: %s\n  %s\n", budget / 1048576.0, lwo_result_string(r), lwo_last_error(g->ctx)); return r; }
