@@ -12,14 +12,17 @@ PY      := python3
 VENV    := $(B)/venv
 VPY     := $(VENV)/bin/python
 
-.PHONY: all demo test test-gpu gpu-build bench bench-gemm bench-stream embed check-embed venv clean
+.PHONY: all demo test test-gpu gpu-build bench bench-gemm bench-stream bench-dit embed check-embed venv clean
 all: $(B)/hello
 
+DIT_EMBED := examples/dit_kernels.cu examples/dit_common.h dit_kernel_source_parts
 embed:
 	$(PY) tools/embed_kernels.py
+	$(PY) tools/embed_kernels.py $(DIT_EMBED)
 
 check-embed:
 	$(PY) tools/embed_kernels.py --check
+	$(PY) tools/embed_kernels.py --check $(DIT_EMBED)
 
 $(B):
 	mkdir -p $(B)
@@ -33,6 +36,18 @@ $(B)/hello-clang: examples/hello.c $(HDR) | $(B)
 	$(CLANG) $(CFLAGS) -o $@ $< $(LIBS)
 $(B)/hello-cxx: examples/hello.c $(HDR) | $(B)
 	$(CXX) $(CXXFLAGS) -x c++ -o $@ $< $(LIBS)
+# the diffusion demo (examples/diffuse.c) and the kernels it shares with bench_dit.c
+DIT_DEPS := examples/dit_common.h examples/dit_kernels.cu $(HDR)
+$(B)/diffuse: examples/diffuse.c $(DIT_DEPS) | $(B)
+	$(CC) $(CFLAGS) -o $@ $< $(LIBS)
+$(B)/diffuse-clang: examples/diffuse.c $(DIT_DEPS) | $(B)
+	$(CLANG) $(CFLAGS) -o $@ $< $(LIBS)
+$(B)/diffuse-cxx: examples/diffuse.c $(DIT_DEPS) | $(B)
+	$(CXX) $(CXXFLAGS) -x c++ -o $@ $< $(LIBS)
+$(B)/bench_dit: examples/bench_dit.c $(DIT_DEPS) | $(B)
+	$(CC) $(CFLAGS) -o $@ $< $(LIBS)
+$(B)/test_dit_kernels: tests/test_dit_kernels.c tests/check.h $(DIT_DEPS) | $(B)
+	$(CC) $(CFLAGS) -o $@ $< $(LIBS)
 $(B)/link-test: tests/test_link_a.c tests/test_link_b.c $(HDR) | $(B)
 	$(CC) $(CFLAGS) -o $@ tests/test_link_a.c tests/test_link_b.c $(LIBS)
 $(B)/link-test-cxx: tests/test_link_a.c tests/test_link_b.c $(HDR) | $(B)
@@ -63,8 +78,8 @@ $(VENV)/.ok: tests/requirements.txt | $(B)
 venv: $(VENV)/.ok
 
 # ---- make test: everything that runs without a GPU ---------------------------------------------
-test: check-embed $(B)/hello $(B)/hello-clang $(B)/hello-cxx $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/dump_codecs $(VENV)/.ok
-	LWO_CACHE_DIR=$(B)/cache LWO_PY=$(VPY) tests/run.sh $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) tests/check_mldtypes.sh tests/check_hello_nogpu.sh tests/check_safetensors_py.sh tests/check_fuzz_safetensors.sh
+test: check-embed $(B)/hello $(B)/hello-clang $(B)/hello-cxx $(B)/diffuse $(B)/diffuse-clang $(B)/diffuse-cxx $(B)/bench_dit $(B)/test_dit_kernels $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/dump_codecs $(VENV)/.ok
+	LWO_CACHE_DIR=$(B)/cache LWO_PY=$(VPY) tests/run.sh $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/test_dit_kernels tests/check_mldtypes.sh tests/check_hello_nogpu.sh tests/check_diffuse.sh tests/check_safetensors_py.sh tests/check_fuzz_safetensors.sh
 
 # ---- GPU machine -------------------------------------------------------------------------------
 GPU_CFLAGS := -std=c99 -O2 -g $(WARN) -Wno-overlength-strings
@@ -83,7 +98,7 @@ $(B)/bench_gemm: tests/bench_gemm.c $(HDR) | $(B)
 $(B)/bench_stream: tests/bench_stream.c $(HDR) | $(B)
 	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
 GPU_TESTS := $(B)/test_gpu $(B)/test_gpu_gemm $(B)/test_gpu_stream $(B)/test_gpu_safetensors
-GPU_BINS  := $(GPU_TESTS) $(B)/hello $(B)/bench $(B)/bench_gemm $(B)/bench_stream
+GPU_BINS  := $(GPU_TESTS) $(B)/hello $(B)/diffuse $(B)/bench_dit $(B)/bench $(B)/bench_gemm $(B)/bench_stream
 gpu-build: $(GPU_BINS)
 test-gpu: $(GPU_BINS)
 	tests/run.sh $(GPU_TESTS)
@@ -104,8 +119,16 @@ bench: $(B)/bench
 	LWO_CACHE_DIR=$(B)/bench-cache LWO_BENCH_OUT=$(B)/bench.txt $(B)/bench
 	$(PY) tests/bench_peers.py $(B)/bench.txt
 
-demo: $(B)/hello
+# hello, then the diffusion demo: 100 Fashion-MNIST images (10 classes x 10) from the tiny DiT,
+# int8 weights streamed under a budget that holds a quarter of them
+# A Flux-sized transformer (about 12 B parameters, random weights) streamed under 8 and 16 GiB and
+# resident, per storage format: s/step, VRAM, H2D rate and the transfer bound (examples/bench_dit.c)
+bench-dit: $(B)/bench_dit
+	$(B)/bench_dit
+
+demo: $(B)/hello $(B)/diffuse
 	$(B)/hello
+	$(B)/diffuse --out $(B)/diffuse.png --raw $(B)/diffuse.f32
 
 clean:
 	rm -rf $(B)

@@ -10,6 +10,7 @@ Modes
          bf16 safetensors, trains an independent CNN classifier (<= --cls-budget s), runs the
          float32 reference sampler on the *exported* file, scores it, prints a summary table.
   --sample-ref:   load --out, write --ref-out (raw float32) + PNG grid, score if --classifier exists
+  --train-classifier:  only train the scoring classifier (<= --cls-budget s) -> --classifier-out
   --score F.f32 --classifier build/fmnist_classifier.pt
   --compare A.f32 B.f32          relative L2 ||A-B|| / ||B|| (and max abs diff)
   --smoke:        tiny step counts / subsets, proves the pipeline end to end on CPU
@@ -690,6 +691,7 @@ def main():
     ap.add_argument("--device", default=None)
     ap.add_argument("--smoke", action="store_true", help="tiny run for CPU testing")
     ap.add_argument("--sample-ref", action="store_true")
+    ap.add_argument("--train-classifier", action="store_true", help="train only the classifier")
     ap.add_argument("--score", default=None, metavar="FILE.f32")
     ap.add_argument("--compare", nargs=2, default=None, metavar=("A.f32", "B.f32"))
     args = ap.parse_args()
@@ -731,6 +733,12 @@ def main():
 
     if args.sample_ref:
         run_reference(args, dev)
+        return 0
+
+    if args.train_classifier:
+        xtr, ytr, xte, yte = load_fmnist(args.data)
+        _, cls_acc, t_cls = train_classifier(args, xtr, ytr, xte, yte, dev)
+        log(f"[cls] test accuracy {cls_acc * 100:.2f}% in {t_cls:.1f}s -> {args.classifier_out}")
         return 0
 
     if args.smoke:
