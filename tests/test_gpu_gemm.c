@@ -120,20 +120,13 @@ out:
     free(wf); free(bias); free(sm); free(x); free(y); free(yr); free(wq); free(wsc); free(wb); free(asc); free(aq); free(wup);
 }
 
-int main(void) {
-    lwo_desc desc;
-    lwo_device_info info;
+/* The fixed shapes (tile edges, tiny M, the benchmark's) and a few drawn per run, every format. */
+static void run_suite(const lwo_device_info *info) {
     static const uint64_t shapes[][3] = { { 1, 200, 328 }, { 3, 200, 328 }, { 64, 200, 328 }, { 1000, 200, 328 }, { 3, 77, 13 }, { 64, 3072, 3072 } };
     static const lwo_dtype outs[] = { LWO_DTYPE_BF16, LWO_DTYPE_F16, LWO_DTYPE_F32 };
-    int f, s, o, b;
-    check_seed("test_gpu_gemm");
-    memset(&desc, 0, sizeof desc);
-    desc.vram_budget = (uint64_t)8 << 30;
-    if (lwo_create(&desc, &ctx) != LWO_SUCCESS) { printf("lwo_create: %s\n", lwo_last_error(ctx)); CHECK(0, "no context"); lwo_destroy(ctx); return CHECK_SUMMARY(); }
-    lwo_device_info_get(ctx, &info);
-    printf("%s (%s)\n", info.name, info.arch);
+    int f, s, o, b, quick = getenv("LWO_TEST_QUICK") != NULL;
     for (f = 0; f < LWO_FORMAT_COUNT; f++) {
-        if (f == LWO_FORMAT_FP8_E4M3_W8A8 && info.cc_major * 10 + info.cc_minor < 89) continue;
+        if (f == LWO_FORMAT_FP8_E4M3_W8A8 && info->cc_major * 10 + info->cc_minor < 89) continue;
         for (s = 0; s < (int)(sizeof shapes / sizeof *shapes); s++)
             for (o = 0; o < 3; o++)
                 for (b = 0; b < 2; b++) {
@@ -141,8 +134,31 @@ int main(void) {
                     run_case((lwo_format)f, outs[o], b, 0, shapes[s][0], shapes[s][1], shapes[s][2]);
                 }
         if (f == LWO_FORMAT_INT8 || f == LWO_FORMAT_FP8_E4M3_W8A8) run_case((lwo_format)f, LWO_DTYPE_BF16, 1, 1, 64, 200, 328);
-        run_case((lwo_format)f, LWO_DTYPE_BF16, 1, 0, 4608, 3072, 3072);
+        for (s = 0; s < (quick ? 1 : 3); s++) /* drawn: multiples and non-multiples of the 64/128 tiles */
+            run_case((lwo_format)f, outs[check_rand_u64() % 3], (int)(check_rand_u64() & 1), 0,
+                     1 + check_rand_u64() % 2500, 1 + check_rand_u64() % 1500, 1 + check_rand_u64() % 1500);
+        run_case((lwo_format)f, LWO_DTYPE_BF16, 1, 0, 129, 257, 200);
+        if (!quick) run_case((lwo_format)f, LWO_DTYPE_BF16, 1, 0, 4608, 3072, 3072);
     }
-    lwo_destroy(ctx);
+}
+
+/* Each kernel family lwo has for the device: on sm_90a the wgmma kernels (the default), then the
+   mma.sync ones (lwo_desc.gemm_kernels = 1); elsewhere the default is mma.sync. */
+int main(void) {
+    lwo_desc desc;
+    lwo_device_info info;
+    int pass;
+    check_seed("test_gpu_gemm");
+    for (pass = 0; pass < 2; pass++) {
+        memset(&desc, 0, sizeof desc);
+        desc.vram_budget = (uint64_t)8 << 30;
+        desc.gemm_kernels = pass;
+        if (lwo_create(&desc, &ctx) != LWO_SUCCESS) { printf("lwo_create: %s\n", lwo_last_error(ctx)); CHECK(0, "no context"); lwo_destroy(ctx); return CHECK_SUMMARY(); }
+        lwo_device_info_get(ctx, &info);
+        if (pass == 1 && strcmp(info.arch, "sm_90a") != 0) { lwo_destroy(ctx); break; }
+        printf("%s (%s), %s GEMMs\n", info.name, info.arch, pass == 0 && strcmp(info.arch, "sm_90a") == 0 ? "wgmma" : "mma.sync");
+        run_suite(&info);
+        lwo_destroy(ctx);
+    }
     return CHECK_SUMMARY();
 }
