@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A short GPU call while iterating on one part: build, then the named steps, each under a timeout.
 # Steps: gemm (test_gpu_gemm), st (test_gpu_safetensors), gpu (test_gpu), stream (test_gpu_stream),
-# bench-gemm, dit (tests/dit_checks.sh), race-gemm (racecheck + synccheck of test_gpu_gemm, quick).
+# bench-gemm, bench-stream, bench-dit, dit (tests/dit_checks.sh), race-gemm (racecheck + synccheck of test_gpu_gemm, quick).
 # The cubin cache lives in build/lwo-cache and is copied to $OUT so a later call can carry it.
 set -u
 O=${OUT:-build/out}; mkdir -p "$O" build/lwo-cache
@@ -11,16 +11,18 @@ summary=""
 for step in "$@"; do
   t0=$(date +%s)
   case $step in
-    gemm)   timeout 300 build/test_gpu_gemm >"$O/gemm.log" 2>&1; rc=$?; grep -E "GEMMs|4608|FAIL" "$O/gemm.log" | head -n 40; tail -n 1 "$O/gemm.log" ;;
+    gemm)   timeout 380 build/test_gpu_gemm >"$O/gemm.log" 2>&1; rc=$?; grep -E "GEMMs|4608|FAIL" "$O/gemm.log" | head -n 40; tail -n 1 "$O/gemm.log" ;;
     st)     timeout 150 build/test_gpu_safetensors >"$O/st.log" 2>&1; rc=$?; grep -E "FAIL" "$O/st.log" | head -n 20; tail -n 1 "$O/st.log" ;;
     gpu)    timeout 200 build/test_gpu >"$O/gpu.log" 2>&1; rc=$?; grep -E "FAIL" "$O/gpu.log" | head -n 20; tail -n 1 "$O/gpu.log" ;;
     stream) timeout 200 build/test_gpu_stream >"$O/stream.log" 2>&1; rc=$?; grep -E "FAIL" "$O/stream.log" | head -n 20; tail -n 1 "$O/stream.log" ;;
     bench-gemm) timeout 200 make -s bench-gemm >"$O/bench-gemm.log" 2>&1; rc=$?; tail -n 40 "$O/bench-gemm.log" ;;
     dit)    timeout 400 bash tests/dit_checks.sh >"$O/dit.log" 2>&1; rc=$?; tr '\r' '\n' <"$O/dit.log" | grep -v ' steps/s$' | grep -E "PASS|FAIL|passed|^\|" | tail -n 60 ;;
-    race-gemm) for tool in racecheck synccheck; do LWO_TEST_QUICK=1 timeout 200 compute-sanitizer --tool $tool --report-api-errors no build/test_gpu_gemm >"$O/$tool-gemm.log" 2>&1; rc=$?; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, " "$O/$tool-gemm.log" | tail -n 3; done ;;
+    race-gemm) for tool in racecheck synccheck; do LWO_TEST_QUICK=1 timeout 110 compute-sanitizer --tool $tool --report-api-errors no build/test_gpu_gemm >"$O/$tool-gemm.log" 2>&1; rc=$?; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, " "$O/$tool-gemm.log" | tail -n 3; done ;;
+    bench-stream) timeout 420 make -s bench-stream >"$O/bench-stream.log" 2>&1; rc=$?; tail -n 30 "$O/bench-stream.log" ;;
+    bench-dit) timeout 560 make -s bench-dit >"$O/bench-dit.log" 2>&1; rc=$?; tr '\r' '\n' <"$O/bench-dit.log" | grep -v ' steps/s$' | tail -n 30 ;;
     *) echo "unknown step $step"; rc=2 ;;
   esac
   summary="$summary\n$step rc=$rc $(( $(date +%s) - t0 ))s"
 done
-cp -r build/lwo-cache "$O/" 2>/dev/null
+tar czf "$O/lwo-cache.tgz" -C build lwo-cache 2>/dev/null  # one file: calls return few files
 printf "== steps$summary\n"
