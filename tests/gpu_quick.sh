@@ -18,8 +18,8 @@ for step in "$@"; do
     bench-gemm) timeout 200 make -s bench-gemm >"$O/bench-gemm.log" 2>&1; rc=$?; tail -n 40 "$O/bench-gemm.log" ;;
     dit)    timeout 400 bash tests/dit_checks.sh >"$O/dit.log" 2>&1; rc=$?; tr '\r' '\n' <"$O/dit.log" | grep -v ' steps/s$' | grep -E "PASS|FAIL|passed|^\|" | tail -n 60 ;;
     race-gemm) for tool in racecheck synccheck; do LWO_TEST_QUICK=1 LWO_TEST_WGMMA_ONLY=1 timeout 110 compute-sanitizer --tool $tool --report-api-errors no build/test_gpu_gemm >"$O/$tool-gemm.log" 2>&1; rc=$?; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, " "$O/$tool-gemm.log" | tail -n 3; done ;;
-    bench-stream) timeout 420 make -s bench-stream >"$O/bench-stream.log" 2>&1; rc=$?; tail -n 30 "$O/bench-stream.log" ;;
-    bench-dit) timeout 560 make -s bench-dit >"$O/bench-dit.log" 2>&1; rc=$?; tr '\r' '\n' <"$O/bench-dit.log" | grep -v ' steps/s$' | tail -n 30 ;;
+    bench-stream) LWO_BENCH_QUICK=1 timeout 250 make -s bench-stream >"$O/bench-stream.log" 2>&1; rc=$?; tail -n 30 "$O/bench-stream.log" ;;
+    bench-dit) timeout 330 make -s bench-dit >"$O/bench-dit.log" 2>&1; rc=$?; tr '\r' '\n' <"$O/bench-dit.log" | grep -v ' steps/s$' | tail -n 30 ;;
     *) echo "unknown step $step"; rc=2 ;;
   esac
   summary="$summary\n$step rc=$rc $(( $(date +%s) - t0 ))s"
