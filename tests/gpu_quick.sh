@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A short GPU call while iterating on one part: build, then the named steps, each under a timeout.
 # Steps: gemm (test_gpu_gemm), st (test_gpu_safetensors), gpu (test_gpu), stream (test_gpu_stream),
-# bench-gemm, bench-stream, bench-dit, dit (tests/dit_checks.sh), race-gemm (racecheck + synccheck of test_gpu_gemm, quick).
+# bench-gemm, bench-stream, bench-dit, dit (tests/dit_checks.sh), race-gemm (racecheck + synccheck of test_gpu_gemm, quick),
+# san (memcheck, racecheck, synccheck of test_gpu_safetensors and test_gpu_stream, quick).
 # The cubin cache lives in build/lwo-cache and is copied to $OUT so a later call can carry it.
 set -u
 O=${OUT:-build/out}; mkdir -p "$O" build/lwo-cache
@@ -20,6 +21,12 @@ for step in "$@"; do
     race-gemm) for tool in racecheck synccheck; do LWO_TEST_QUICK=1 LWO_TEST_WGMMA_ONLY=1 timeout 110 compute-sanitizer --tool $tool --report-api-errors no build/test_gpu_gemm >"$O/$tool-gemm.log" 2>&1; rc=$?; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, " "$O/$tool-gemm.log" | tail -n 3; done ;;
     bench-stream) LWO_BENCH_QUICK=1 timeout 250 make -s bench-stream >"$O/bench-stream.log" 2>&1; rc=$?; tail -n 30 "$O/bench-stream.log" ;;
     bench-dit) timeout 330 make -s bench-dit >"$O/bench-dit.log" 2>&1; rc=$?; tr '\r' '\n' <"$O/bench-dit.log" | grep -v ' steps/s$' | tail -n 30 ;;
+    san)    for t in test_gpu_safetensors test_gpu_stream; do
+              for tool in memcheck racecheck synccheck; do
+                LWO_TEST_QUICK=1 timeout 100 compute-sanitizer --tool $tool --report-api-errors no build/$t >"$O/$tool-$t.log" 2>&1; rc=$?
+                echo "$tool $t exit $rc: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$O/$tool-$t.log" | tail -n 1) / $(tail -n 1 "$O/$tool-$t.log")"
+              done
+            done ;;
     *) echo "unknown step $step"; rc=2 ;;
   esac
   summary="$summary\n$step rc=$rc $(( $(date +%s) - t0 ))s"
