@@ -468,12 +468,19 @@ int main(int argc, char **argv) {
     free(rnd);
     printf("\n==== bench_dit: %d tokens, %d double + %d single blocks, hidden %d, %s attention; H2D %.1f GB/s ====\n", c.T, c.ndouble,
            c.nsingle, c.D, c.attention ? "with" : "without", h2d);
-    printf("%-10s %-10s %9s %9s %12s %9s %9s %12s %9s\n", "format", "budget", "s/step", "eager s", "streamed GiB", "H2D GB/s", "bound s", "step/bound", "VRAM GiB");
+    /* The target's measure: a step against max(the same format's all-resident step, the transfer bound). */
+    printf("%-10s %-10s %9s %9s %12s %9s %9s %10s %9s\n", "format", "budget", "s/step", "eager s", "streamed GiB", "H2D GB/s",
+           "bound s", "vs target", "VRAM GiB");
     for (i = 0; i < nrows; i++) {
         bench_row *r = &rows[i];
+        double compute = 0, ref;
+        int j;
         if (!r->ok) { printf("%-10s %-10s failed\n", r->format, r->budget); continue; }
-        printf("%-10s %-10s %9.3f %9.3f %12.2f %9.1f %9.3f %12.2f %9.2f\n", r->format, r->budget, r->s_step, r->s_eager, r->streamed_gib, r->gbs,
-               r->bound_s, r->bound_s > 0 ? r->s_step / r->bound_s : 0.0, r->vram_gib);
+        for (j = 0; j < nrows; j++)
+            if (rows[j].ok && !strcmp(rows[j].format, r->format) && !strcmp(rows[j].budget, "all")) compute = rows[j].s_step;
+        ref = compute > r->bound_s ? compute : r->bound_s;
+        printf("%-10s %-10s %9.3f %9.3f %12.2f %9.1f %9.3f %9.3fx %9.2f\n", r->format, r->budget, r->s_step, r->s_eager, r->streamed_gib, r->gbs,
+               r->bound_s, ref > 0 ? r->s_step / ref : 0.0, r->vram_gib);
     }
     return failed ? 1 : 0;
 }
