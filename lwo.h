@@ -370,7 +370,8 @@ LWO_API lwo_result lwo_weight_release(lwo_context *ctx, lwo_stream *stream, cons
    W8A8 formats quantize x per token into a workspace; the fp8 upcast formats upcast W into one.
    The workspace is grow-only, kept by the context and counted in the arena: calls of lwo_linear
    on different streams share it, so order them (events) or they race. Growing synchronizes the
-   device. Paths: sm_80+ tensor cores (mma.sync), sm_75 a plain FMA kernel (correctness only). */
+   device. Paths: sm_90a wgmma + tensor copy engine, other sm_80+ tensor cores (mma.sync), sm_75 a
+   plain FMA kernel (correctness only). */
 LWO_API lwo_result lwo_linear(lwo_context *ctx, lwo_stream *stream, const lwo_tensor *x, const lwo_weight *w,
                               const lwo_tensor *bias, lwo_tensor *y);
 
