@@ -30,4 +30,17 @@ static inline void check_seed(const char *prog) {
     check_rng_state = s;
     printf("%s: seed %llu (set LWO_TEST_SEED to repeat)\n", prog, (unsigned long long)s);
 }
+
+#ifdef LWO_H
+/* A tensor entry for lwo_safetensors_write (the safetensors tests write their own checkpoints). */
+static inline lwo_st_write_tensor check_st_tensor(const char *name, lwo_st_dtype dt, int ndim, const uint64_t *shape, const void *data) {
+    lwo_st_write_tensor t;
+    uint64_t n = 1;
+    int i;
+    memset(&t, 0, sizeof t);
+    for (i = 0; i < ndim; i++) n *= shape[i];
+    t.name = name; t.dtype = dt; t.ndim = ndim; t.shape = shape; t.data = data; t.bytes = n * lwo_st_dtype_size(dt);
+    return t;
+}
+#endif
 #endif

@@ -162,15 +162,6 @@ static void make_src(src_t *s) {
     free(W);
 }
 
-static lwo_st_write_tensor wt(const char *name, lwo_st_dtype dt, int ndim, const uint64_t *shape, const void *data) {
-    lwo_st_write_tensor t;
-    uint64_t n = 1;
-    int i;
-    memset(&t, 0, sizeof t);
-    for (i = 0; i < ndim; i++) n *= shape[i];
-    t.name = name; t.dtype = dt; t.ndim = ndim; t.shape = shape; t.data = data; t.bytes = n * lwo_st_dtype_size(dt);
-    return t;
-}
 
 static const char *cq_json = "{\"format\": \"float8_e4m3fn\", \"group\": null}";
 static uint64_t shapes2[NSRC][2], shapesN[NSRC][1], shapesK[NSRC][1];
@@ -189,20 +180,20 @@ static int write_files(void) {
         lwo_st_write_tensor *l = w[s->file];
         size_t *n = &nw[s->file];
         shapes2[i][0] = s->N; shapes2[i][1] = s->K; shapesN[i][0] = s->N; shapesK[i][0] = s->K;
-        l[(*n)++] = wt(s->wname, s->dt, 2, shapes2[i], s->w);
-        if (s->bias) l[(*n)++] = wt(s->bname, s->bias_dt, 1, shapesN[i], s->bias);
-        if (s->file == 1 || s->file == 2) l[(*n)++] = wt(s->sname, LWO_ST_F32, 0, NULL, &s->scale);
-        if (s->file == 2) { s->json_shape[0] = strlen(cq_json); l[(*n)++] = wt(s->cqname, LWO_ST_U8, 1, s->json_shape, cq_json); }
-        if (s->file == 3) l[(*n)++] = wt(s->sname, LWO_ST_F32, 1, shapesN[i], s->row_scales);
-        if (s->sm) l[(*n)++] = wt(s->smname, LWO_ST_F32, 1, shapesK[i], s->sm);
+        l[(*n)++] = check_st_tensor(s->wname, s->dt, 2, shapes2[i], s->w);
+        if (s->bias) l[(*n)++] = check_st_tensor(s->bname, s->bias_dt, 1, shapesN[i], s->bias);
+        if (s->file == 1 || s->file == 2) l[(*n)++] = check_st_tensor(s->sname, LWO_ST_F32, 0, NULL, &s->scale);
+        if (s->file == 2) { s->json_shape[0] = strlen(cq_json); l[(*n)++] = check_st_tensor(s->cqname, LWO_ST_U8, 1, s->json_shape, cq_json); }
+        if (s->file == 3) l[(*n)++] = check_st_tensor(s->sname, LWO_ST_F32, 1, shapesN[i], s->row_scales);
+        if (s->sm) l[(*n)++] = check_st_tensor(s->smname, LWO_ST_F32, 1, shapesK[i], s->sm);
     }
-    w[1][nw[1]++] = wt("scaled_fp8", LWO_ST_F8_E4M3, 1, s0, NULL);   /* ComfyUI's marker */
+    w[1][nw[1]++] = check_st_tensor("scaled_fp8", LWO_ST_F8_E4M3, 1, s0, NULL);   /* ComfyUI's marker */
     /* tensors for the error cases */
     for (i = 0; i < 4 * 64; i++) { small_w[i] = (float)check_rand_normal(); small_q[i] = (int8_t)(i % 100); }
-    w[0][nw[0]++] = wt("i8plain.weight", LWO_ST_I8, 2, s464, small_q);
-    w[0][nw[0]++] = wt("vec.weight", LWO_ST_F32, 1, s64, small_w);
-    w[0][nw[0]++] = wt("bbad.weight", LWO_ST_F32, 2, s464, small_w);
-    w[0][nw[0]++] = wt("bbad.bias", LWO_ST_F32, 1, s5, small_b);
+    w[0][nw[0]++] = check_st_tensor("i8plain.weight", LWO_ST_I8, 2, s464, small_q);
+    w[0][nw[0]++] = check_st_tensor("vec.weight", LWO_ST_F32, 1, s64, small_w);
+    w[0][nw[0]++] = check_st_tensor("bbad.weight", LWO_ST_F32, 2, s464, small_w);
+    w[0][nw[0]++] = check_st_tensor("bbad.bias", LWO_ST_F32, 1, s5, small_b);
     for (f = 0; f < 4; f++) {
         snprintf(paths[f], sizeof paths[f], "%s/ckpt%d.safetensors", tmpdir, f);
         if (lwo_safetensors_write(paths[f], w[f], nw[f], f == 3 ? mk_ : NULL, f == 3 ? mv : NULL, f == 3 ? 1 : 0, err, sizeof err) != LWO_SUCCESS) {

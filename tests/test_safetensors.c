@@ -608,16 +608,6 @@ static void test_quant(void) {
 }
 
 /* ---- checkpoint tensors as weights: what the loader hands lwo_weight_create ---------------- */
-/* A tensor entry for the writer. */
-static lwo_st_write_tensor wt(const char *name, lwo_st_dtype dt, int ndim, const uint64_t *shape, const void *data) {
-    lwo_st_write_tensor t;
-    uint64_t n = 1;
-    int i;
-    memset(&t, 0, sizeof t);
-    for (i = 0; i < ndim; i++) n *= shape[i];
-    t.name = name; t.dtype = dt; t.ndim = ndim; t.shape = shape; t.data = data; t.bytes = n * lwo_st_dtype_size(dt);
-    return t;
-}
 /* lwo__st_weight_prep, expecting result r; on success the caller frees p. */
 static int prep(lwo_safetensors *f, const char *name, lwo_format fmt, lwo_placement pl, lwo__st_prep *p, lwo_result want) {
     lwo_result r = lwo__st_weight_prep(f, name, fmt, pl, p);
@@ -658,51 +648,51 @@ static void test_load(void) {
     for (i = 0; i < N; i++) { bf[i] = (float)check_rand_normal(); bb[i] = lwo_ref_f32_to_bf16(bf[i]); bd[i] = bf[i]; bi[i] = i; ws[i] = 0.01f * (float)(i + 1); scales_n[i] = 1.0f; }
     for (i = 0; i < K; i++) { sm[i] = 0.5f + (float)i / K; smz[i] = i == 3 ? 0.0f : 1.0f; }
     /* file 1: plain tensors, ComfyUI scaled fp8 (the "scaled_fp8" marker), comfy_quant */
-    w[n++] = wt("bf.weight", LWO_ST_BF16, 2, sNK, wb);
-    w[n++] = wt("bf.bias", LWO_ST_BF16, 1, sN, bb);
-    w[n++] = wt("bf100.weight", LWO_ST_BF16, 2, sNK2, wb2);
-    w[n++] = wt("h.weight", LWO_ST_F16, 2, sNK, wh);
-    w[n++] = wt("f.weight", LWO_ST_F32, 2, sNK, wf);
-    w[n++] = wt("f.bias", LWO_ST_F32, 1, sN, bf);
-    w[n++] = wt("d.weight", LWO_ST_F64, 2, sNK, wd);
-    w[n++] = wt("d.bias", LWO_ST_F64, 1, sN, bd);
-    w[n++] = wt("scaled_fp8", LWO_ST_F8_E4M3, 1, s0, NULL);
-    w[n++] = wt("e4.weight", LWO_ST_F8_E4M3, 2, sNK, w8);
-    w[n++] = wt("e4.scale_weight", LWO_ST_F32, 0, NULL, &half);
-    w[n++] = wt("e4.bias", LWO_ST_F32, 1, sN, bf);
-    w[n++] = wt("e5.weight", LWO_ST_F8_E5M2, 2, sNK, w5);
-    w[n++] = wt("e5.scale_weight", LWO_ST_F32, 0, NULL, &half);
-    w[n++] = wt("e4zero.weight", LWO_ST_F8_E4M3, 2, sNK, w8);
-    w[n++] = wt("e4zero.scale_weight", LWO_ST_F32, 0, NULL, &zero);
-    w[n++] = wt("e4neg.weight", LWO_ST_F8_E4M3, 2, sNK, w8);
-    w[n++] = wt("e4neg.scale_weight", LWO_ST_F32, 0, NULL, &neg);
-    w[n++] = wt("cq.weight", LWO_ST_F8_E4M3, 2, sNK, w8);
+    w[n++] = check_st_tensor("bf.weight", LWO_ST_BF16, 2, sNK, wb);
+    w[n++] = check_st_tensor("bf.bias", LWO_ST_BF16, 1, sN, bb);
+    w[n++] = check_st_tensor("bf100.weight", LWO_ST_BF16, 2, sNK2, wb2);
+    w[n++] = check_st_tensor("h.weight", LWO_ST_F16, 2, sNK, wh);
+    w[n++] = check_st_tensor("f.weight", LWO_ST_F32, 2, sNK, wf);
+    w[n++] = check_st_tensor("f.bias", LWO_ST_F32, 1, sN, bf);
+    w[n++] = check_st_tensor("d.weight", LWO_ST_F64, 2, sNK, wd);
+    w[n++] = check_st_tensor("d.bias", LWO_ST_F64, 1, sN, bd);
+    w[n++] = check_st_tensor("scaled_fp8", LWO_ST_F8_E4M3, 1, s0, NULL);
+    w[n++] = check_st_tensor("e4.weight", LWO_ST_F8_E4M3, 2, sNK, w8);
+    w[n++] = check_st_tensor("e4.scale_weight", LWO_ST_F32, 0, NULL, &half);
+    w[n++] = check_st_tensor("e4.bias", LWO_ST_F32, 1, sN, bf);
+    w[n++] = check_st_tensor("e5.weight", LWO_ST_F8_E5M2, 2, sNK, w5);
+    w[n++] = check_st_tensor("e5.scale_weight", LWO_ST_F32, 0, NULL, &half);
+    w[n++] = check_st_tensor("e4zero.weight", LWO_ST_F8_E4M3, 2, sNK, w8);
+    w[n++] = check_st_tensor("e4zero.scale_weight", LWO_ST_F32, 0, NULL, &zero);
+    w[n++] = check_st_tensor("e4neg.weight", LWO_ST_F8_E4M3, 2, sNK, w8);
+    w[n++] = check_st_tensor("e4neg.scale_weight", LWO_ST_F32, 0, NULL, &neg);
+    w[n++] = check_st_tensor("cq.weight", LWO_ST_F8_E4M3, 2, sNK, w8);
     sj[0] = strlen(cq_e4);
     sj2[0] = strlen(cq_int);
-    w[n++] = wt("cq.comfy_quant", LWO_ST_U8, 1, sj, cq_e4);
-    w[n++] = wt("cq.weight_scale", LWO_ST_F32, 1, sN, ws);   /* per channel: not loaded */
-    w[n++] = wt("cqi.weight", LWO_ST_I8, 2, sNK, q8);
-    w[n++] = wt("cqi.comfy_quant", LWO_ST_U8, 1, sj2, cq_int);
-    w[n++] = wt("i8plain.weight", LWO_ST_I8, 2, sNK, q8);
-    w[n++] = wt("vec.weight", LWO_ST_F32, 1, sK, wf);
-    w[n++] = wt("bbad.weight", LWO_ST_F32, 2, sNK, wf);
-    w[n++] = wt("bbad.bias", LWO_ST_F32, 1, sN1, wf);
-    w[n++] = wt("bint.weight", LWO_ST_F32, 2, sNK, wf);
-    w[n++] = wt("bint.bias", LWO_ST_I32, 1, sN, bi);
-    w[n++] = wt("i64.weight", LWO_ST_I64, 2, sNK, wd);
+    w[n++] = check_st_tensor("cq.comfy_quant", LWO_ST_U8, 1, sj, cq_e4);
+    w[n++] = check_st_tensor("cq.weight_scale", LWO_ST_F32, 1, sN, ws);   /* per channel: not loaded */
+    w[n++] = check_st_tensor("cqi.weight", LWO_ST_I8, 2, sNK, q8);
+    w[n++] = check_st_tensor("cqi.comfy_quant", LWO_ST_U8, 1, sj2, cq_int);
+    w[n++] = check_st_tensor("i8plain.weight", LWO_ST_I8, 2, sNK, q8);
+    w[n++] = check_st_tensor("vec.weight", LWO_ST_F32, 1, sK, wf);
+    w[n++] = check_st_tensor("bbad.weight", LWO_ST_F32, 2, sNK, wf);
+    w[n++] = check_st_tensor("bbad.bias", LWO_ST_F32, 1, sN1, wf);
+    w[n++] = check_st_tensor("bint.weight", LWO_ST_F32, 2, sNK, wf);
+    w[n++] = check_st_tensor("bint.bias", LWO_ST_I32, 1, sN, bi);
+    w[n++] = check_st_tensor("i64.weight", LWO_ST_I64, 2, sNK, wd);
     CHECK(lwo_safetensors_write(tpath("load1.safetensors"), w, (size_t)n, NULL, NULL, 0, err, sizeof err) == LWO_SUCCESS, "write: %s", err);
     CHECK(lwo_safetensors_open(tpath("load1.safetensors"), &f) == LWO_SUCCESS, "open: %s", lwo_safetensors_error(f));
     /* file 2: lwo int8 */
     n = 0;
-    w[n++] = wt("l.weight", LWO_ST_I8, 2, sNK, q8);
-    w[n++] = wt("l.weight_scale", LWO_ST_F32, 1, sN, ws);
-    w[n++] = wt("l.smooth", LWO_ST_F32, 1, sK, sm);
-    w[n++] = wt("l.bias", LWO_ST_F32, 1, sN, bf);
-    w[n++] = wt("ns.weight", LWO_ST_I8, 2, sNK, q8);
-    w[n++] = wt("ns.weight_scale", LWO_ST_F32, 1, sN, ws);
-    w[n++] = wt("z.weight", LWO_ST_I8, 2, sNK, q8);
-    w[n++] = wt("z.weight_scale", LWO_ST_F32, 1, sN, scales_n);
-    w[n++] = wt("z.smooth", LWO_ST_F32, 1, sK, smz);
+    w[n++] = check_st_tensor("l.weight", LWO_ST_I8, 2, sNK, q8);
+    w[n++] = check_st_tensor("l.weight_scale", LWO_ST_F32, 1, sN, ws);
+    w[n++] = check_st_tensor("l.smooth", LWO_ST_F32, 1, sK, sm);
+    w[n++] = check_st_tensor("l.bias", LWO_ST_F32, 1, sN, bf);
+    w[n++] = check_st_tensor("ns.weight", LWO_ST_I8, 2, sNK, q8);
+    w[n++] = check_st_tensor("ns.weight_scale", LWO_ST_F32, 1, sN, ws);
+    w[n++] = check_st_tensor("z.weight", LWO_ST_I8, 2, sNK, q8);
+    w[n++] = check_st_tensor("z.weight_scale", LWO_ST_F32, 1, sN, scales_n);
+    w[n++] = check_st_tensor("z.smooth", LWO_ST_F32, 1, sK, smz);
     CHECK(lwo_safetensors_write(tpath("load2.safetensors"), w, (size_t)n, mk_, mv, 1, err, sizeof err) == LWO_SUCCESS, "write: %s", err);
     CHECK(lwo_safetensors_open(tpath("load2.safetensors"), &g) == LWO_SUCCESS, "open: %s", lwo_safetensors_error(g));
     if (!f || !g || lwo_safetensors_count(f) == 0 || lwo_safetensors_count(g) == 0) { lwo_safetensors_close(f); lwo_safetensors_close(g); return; }
