@@ -20,6 +20,7 @@
 
 typedef struct bench_cfg {
     int D, heads, hd, ndouble, nsingle, mlp, Tt, Ti, T, steps, attention;
+    int slots;   /* lwo_desc.max_slots (0 = lwo's default) */
 } bench_cfg;
 
 enum { DB_IMG_MOD, DB_TXT_MOD, DB_IMG_QKV, DB_TXT_QKV, DB_IMG_PROJ, DB_IMG_FC1, DB_IMG_FC2, DB_TXT_PROJ, DB_TXT_FC1, DB_TXT_FC2, DB_COUNT };
@@ -262,6 +263,7 @@ static lwo_result bench_open(bench *b, const bench_cfg *c, const char *fmt, cons
     }
     b->workspace = r256(b->workspace) + 256;
     b->act_bytes = activation_bytes(c);
+    desc.max_slots = c->slots;
     /* room for everything resident, and 1 GiB for the bandwidth probe and lwo's rounding */
     desc.vram_budget = (wb + b->act_bytes + b->workspace + (1ull << 30) + (2u << 20) - 1) / (2u << 20) * (2u << 20);
     B_TRY(lwo_create(&desc, &b->ctx), "lwo_create");
@@ -375,9 +377,9 @@ static double attention_ms(bench *b) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: bench_dit [--formats bf16,fp8,int8] [--budgets 8192,16384,all] (MiB) [--steps 3] [--tokens-txt 512]\n"
-               "                 [--tokens-img 4096] [--no-attention] [--quick] [--verbose]\n"
+               "                 [--tokens-img 4096] [--slots N] [--no-attention] [--quick] [--verbose]\n"
                "  fp8 = fp8-w8a8 on compute capability 8.9+, else fp8-upcast; --quick: a small model (hidden 1024, 2 + 4 blocks,\n"
-               "  1024 tokens, budgets 96,192,all MiB) to check the program itself\n");
+               "  1024 tokens, budgets 96,192,all MiB) to check the program itself; --slots: most staging slots (lwo_desc.max_slots)\n");
 }
 
 int main(int argc, char **argv) {
@@ -386,7 +388,7 @@ int main(int argc, char **argv) {
     char list[256], *tok, *save = NULL;
     bench_row rows[64];
     int nrows = 0, i, verbose = 0, quick = 0, failed = 0;
-    uint64_t txt = 512, img = 4096, steps = 3, nrnd;
+    uint64_t txt = 512, img = 4096, steps = 3, slots = 0, nrnd;
     uint16_t *rnd;
     double h2d = 0;
     for (i = 1; i < argc; i++) {
@@ -398,12 +400,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--help")) { usage(stdout); return 0; }
         else if (v && !strcmp(a, "--formats")) { formats = v; i++; }
         else if (v && !strcmp(a, "--budgets")) { budgets = v; i++; }
-        else if (v && (!strcmp(a, "--steps") || !strcmp(a, "--tokens-txt") || !strcmp(a, "--tokens-img"))) {
+        else if (v && (!strcmp(a, "--steps") || !strcmp(a, "--tokens-txt") || !strcmp(a, "--tokens-img") || !strcmp(a, "--slots"))) {
             unsigned long long u;
             errno = 0;
             u = strtoull(v, &end, 10);
             if (errno || *end || *v == '-' || u < 1 || u > 65536) { fprintf(stderr, "bench_dit: %s %s: want an integer 1 .. 65536\n", a, v); return 2; }
-            if (!strcmp(a, "--steps")) steps = u; else if (!strcmp(a, "--tokens-txt")) txt = u; else img = u;
+            if (!strcmp(a, "--steps")) steps = u; else if (!strcmp(a, "--slots")) slots = u;
+            else if (!strcmp(a, "--tokens-txt")) txt = u; else img = u;
             i++;
         } else { fprintf(stderr, "bench_dit: unknown or incomplete option %s\n", a); usage(stderr); return 2; }
     }
@@ -413,7 +416,7 @@ int main(int argc, char **argv) {
     c.D = 3072; c.heads = 24; c.hd = 128; c.ndouble = 19; c.nsingle = 38;
     if (quick) { c.D = 1024; c.heads = 8; c.ndouble = 2; c.nsingle = 4; txt = 128; img = 896; }
     if (!budgets) budgets = quick ? "96,192,all" : "8192,16384,all";
-    c.mlp = 4 * c.D; c.Tt = (int)txt; c.Ti = (int)img; c.T = c.Tt + c.Ti; c.steps = (int)steps;
+    c.mlp = 4 * c.D; c.Tt = (int)txt; c.Ti = (int)img; c.T = c.Tt + c.Ti; c.steps = (int)steps; c.slots = (int)slots;
     printf("bench_dit: hidden %d, %d heads of %d, %d double + %d single blocks, MLP %d, %d tokens (%d text + %d image), %s attention\n",
            c.D, c.heads, c.hd, c.ndouble, c.nsingle, c.mlp, c.T, c.Tt, c.Ti, c.attention ? "with" : "without");
     /* one buffer of N(0, 0.02^2) bf16 numbers, as large as the largest weight (+ shifts) */
