@@ -38,5 +38,5 @@ if has demo; then echo "== demo"; timeout 240 make -s demo 2>&1 | tr '\r' '\n' |
 if has dit; then echo "== dit"; timeout 560 bash tests/dit_checks.sh 2>&1 | tee "$O/dit-checks.log" | tr '\r' '\n' | grep -v ' steps/s$' | tail -n 80; fi
 if has bench-dit; then echo "== bench-dit"; timeout 580 make -s bench-dit 2>&1 | tee "$O/bench-dit.log" | tr '\r' '\n' | grep -v ' steps/s$' | tail -n 40; fi
 if has bench; then echo "== bench"; timeout 400 make -s bench 2>&1 | tee "$O/bench.log" | tail -n 12; fi
-if has gemm; then echo "== bench-gemm"; timeout 400 make -s bench-gemm 2>&1 | tee "$O/bench-gemm.log" | tail -n 60; fi
+if has gemm; then echo "== bench-gemm"; timeout 400 make -s bench-gemm 2>&1 | tee "$O/bench-gemm.log" | tail -n 80; fi
 if has stream; then echo "== bench-stream"; timeout 500 make -s bench-stream 2>&1 | tee "$O/bench-stream.log" | tail -n 30; fi
