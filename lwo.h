@@ -374,7 +374,12 @@ LWO_API lwo_result lwo_weight_release(lwo_context *ctx, lwo_stream *stream, cons
    W8A8 formats quantize x per token into a workspace; the fp8 upcast formats upcast W into one.
    The workspace is grow-only, kept by the context and counted in the arena: calls of lwo_linear
    on different streams share it, so order them (events) or they race. Growing synchronizes the
-   device. Paths: sm_80+ tensor cores (mma.sync), sm_75 a plain FMA kernel (correctness only). */
+   device. Paths: sm_80+ tensor cores (mma.sync), sm_75 a plain FMA kernel (correctness only).
+   W8A8 weights that are not streamed keep a CUDA graph of their quantize + GEMM pair per (M, x, y
+   and bias dtypes) (lwo_desc.graph_cache): the first call at a key captures and launches it, later
+   ones point its kernels at the new x, y, bias and workspace and launch it. Not inside a capture
+   of the stream (the plain kernels join the caller's graph); a failed capture or update means plain
+   launches for that weight from then on (logged at INFO, lwo_stats.linear_graph_fallbacks). */
 LWO_API lwo_result lwo_linear(lwo_context *ctx, lwo_stream *stream, const lwo_tensor *x, const lwo_weight *w,
                               const lwo_tensor *bias, lwo_tensor *y);
 
