@@ -376,7 +376,8 @@ LWO_API lwo_result lwo_weight_release(lwo_context *ctx, lwo_stream *stream, cons
    on different streams share it, so order them (events) or they race. Growing synchronizes the
    device. Paths: sm_80+ tensor cores (mma.sync), sm_75 a plain FMA kernel (correctness only).
    W8A8 weights that are not streamed keep a CUDA graph of their quantize + GEMM pair per (M, x, y
-   and bias dtypes) (lwo_desc.graph_cache): the first call at a key captures and launches it, later
+   and bias dtypes) (lwo_desc.graph_cache): the first call at a key runs plainly, then captures and
+   launches it, later
    ones point its kernels at the new x, y, bias and workspace and launch it. Not inside a capture
    of the stream (the plain kernels join the caller's graph); a failed capture or update means plain
    launches for that weight from then on (logged at INFO, lwo_stats.linear_graph_fallbacks). */
@@ -3046,14 +3047,18 @@ static lwo_result lwo__w8a8_linear(lwo_context *ctx, lwo__CUstream cs, const lwo
         ctx->stats.linear_graph_hits++;
         return LWO_SUCCESS;
     }
-    /* first call at this key: capture the chain, instantiate, launch; the result comes from the graph */
+    /* First call at this key: run it plainly (which also loads every module and kernel it needs,
+       lazily loaded ones included, outside the capture), then capture the chain, instantiate and
+       launch it, so the graph writes the same result once more. A failed capture leaves the plain
+       result standing. */
+    if ((r = lwo__w8a8_chain(ctx, cs, x, w, ws, qbytes, bp, bias_kind, y)) != 0) return r;
     if (victim->used) { lwo__lgraph_drop(ctx, victim); ctx->stats.linear_graph_evictions++; }
     g = victim;
     memset(&sink, 0, sizeof sink);
     if ((rc = ctx->cu.cuStreamBeginCapture(cs, 2 /* relaxed: other streams and threads go on */)) != 0) {
         lwo__cuda_fail(ctx, rc, "cuStreamBeginCapture");
         lwo__w8a8_graphs_off(ctx, w, ctx->error);
-        return lwo__w8a8_chain(ctx, cs, x, w, ws, qbytes, bp, bias_kind, y);
+        return LWO_SUCCESS;
     }
     ctx->lsink = &sink;
     r = lwo__w8a8_chain(ctx, cs, x, w, ws, qbytes, bp, bias_kind, y);
@@ -3063,7 +3068,8 @@ static lwo_result lwo__w8a8_linear(lwo_context *ctx, lwo__CUstream cs, const lwo
     if (!r && (rc = ctx->cu.cuGraphInstantiateWithFlags(&g->exec, g->graph, 0)) != 0) r = lwo__cuda_fail(ctx, rc, "cuGraphInstantiateWithFlags");
     g->used = 1; /* from here lwo__lgraph_drop frees what was made */
     if (!r && (rc = ctx->cu.cuGraphLaunch(g->exec, cs)) != 0) r = lwo__cuda_fail(ctx, rc, "cuGraphLaunch");
-    if (r) { lwo__w8a8_graphs_off(ctx, w, ctx->error); return lwo__w8a8_chain(ctx, cs, x, w, ws, qbytes, bp, bias_kind, y); }
+    /* a launch that failed enqueued nothing: the plain result stands */
+    if (r) { lwo__w8a8_graphs_off(ctx, w, ctx->error); return LWO_SUCCESS; }
     g->M = M; g->xdt = (int)x->dtype; g->ydt = (int)y->dtype; g->bias_kind = bias_kind; g->y16 = y16;
     g->nodes = sink;
     g->nnodes = sink.n;
