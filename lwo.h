@@ -155,6 +155,10 @@ typedef struct lwo_desc {
     int gemm_kernels;          /* 0 = the fastest GEMMs lwo has for the device (on sm_90a: wgmma fed
                                   by the tensor copy engine); 1 = the mma.sync kernels on every arch
                                   (to compare, or to rule the Hopper kernels out). */
+    int graph_cache;           /* CUDA graphs per W8A8 weight (LWO_FORMAT_INT8, FP8_E4M3_W8A8) that
+                                  lwo_linear keeps, one per (M, x, y and bias dtypes), least recently
+                                  used evicted: its quantize + GEMM pair is captured once and replayed
+                                  with the new pointers. 0 = 4; negative = no graphs (plain launches). */
 } lwo_desc;
 
 typedef struct lwo_device_info {
@@ -371,7 +375,13 @@ LWO_API lwo_result lwo_weight_release(lwo_context *ctx, lwo_stream *stream, cons
    The workspace is grow-only, kept by the context and counted in the arena: calls of lwo_linear
    on different streams share it, so order them (events) or they race. Growing synchronizes the
    device. Paths: sm_90a wgmma + tensor copy engine, other sm_80+ tensor cores (mma.sync), sm_75 a
-   plain FMA kernel (correctness only). */
+   plain FMA kernel (correctness only).
+   W8A8 weights that are not streamed keep a CUDA graph of their quantize + GEMM pair per (M, x, y
+   and bias dtypes) (lwo_desc.graph_cache): the first call at a key runs plainly, then captures and
+   launches it; later ones point its kernels at the new x, y, bias and workspace and launch it. Not
+   inside a capture of the stream (the plain kernels join the caller's graph); a failed capture or
+   update means plain launches for that weight from then on (logged at INFO,
+   lwo_stats.linear_graph_fallbacks). */
 LWO_API lwo_result lwo_linear(lwo_context *ctx, lwo_stream *stream, const lwo_tensor *x, const lwo_weight *w,
                               const lwo_tensor *bias, lwo_tensor *y);
 
@@ -645,6 +655,11 @@ typedef struct lwo_stats {
     uint64_t bytes_streamed, transfers;  /* host-to-device weight traffic through the ring */
     uint64_t passes, order_deviations;   /* passes ended; acquisitions that left the learned order */
     uint64_t graph_launches;
+    /* lwo_linear's per-weight graphs (lwo_desc.graph_cache) */
+    uint64_t linear_graph_captures;      /* graphs captured (each first call at a key) */
+    uint64_t linear_graph_hits;          /* calls replayed from a cached graph */
+    uint64_t linear_graph_evictions;     /* graphs dropped to make room (least recently used) */
+    uint64_t linear_graph_fallbacks;     /* weights whose capture or update failed: plain launches since */
     uint64_t resident_bytes, ring_bytes; /* of the current plan */
     double wait_ms;                      /* time the compute stream stood waiting for transfers */
     double last_pass_ms;                 /* GPU time of the last finished pass */
@@ -842,6 +857,14 @@ typedef void *lwo__CUgraph;
 typedef void *lwo__CUgraphExec;
 typedef void *lwo__CUgraphNode;
 typedef unsigned long long lwo__CUdeviceptr;
+/* CUDA_KERNEL_NODE_PARAMS_v2 of the CUDA 12 driver API (what cuGraphExecKernelNodeSetParams takes
+   at API version 12000): kern and ctx zero, so `func` is the kernel. */
+typedef struct lwo__kernel_node_params {
+    lwo__CUfunction func;
+    unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+    void **kernelParams, **extra;
+    void *kern, *ctx;
+} lwo__kernel_node_params;
 
 enum {
     LWO__CUDA_SUCCESS = 0, LWO__CUDA_ERROR_OUT_OF_MEMORY = 2, LWO__CUDA_ERROR_NOT_INITIALIZED = 3,
@@ -908,6 +931,10 @@ enum {
     X(cuGraphLaunch, (lwo__CUgraphExec, lwo__CUstream))                                              \
     X(cuGraphDestroy, (lwo__CUgraph))                                                                \
     X(cuGraphExecDestroy, (lwo__CUgraphExec))                                                      \
+    X(cuGraphExecKernelNodeSetParams, (lwo__CUgraphExec, lwo__CUgraphNode, const lwo__kernel_node_params *)) \
+    X(cuStreamIsCapturing, (lwo__CUstream, int *))                                                   \
+    X(cuStreamGetCaptureInfo, (lwo__CUstream, int *, unsigned long long *, lwo__CUgraph *,           \
+                               const lwo__CUgraphNode **, size_t *))                                 \
     X(cuTensorMapEncodeTiled, (void *, int, unsigned, void *, const uint64_t *, const uint64_t *,        \
                                const unsigned *, const unsigned *, int, int, int, int))
 
@@ -1197,6 +1224,7 @@ struct lwo_context {
     lwo_weight *weights;        /* every live weight (section 7) */
     struct lwo__host_reg *host_regs; /* shared registrations of caller ranges (section 5) */
     uint64_t ws_off, ws_size;   /* lwo_linear's grow-only workspace in the arena (0: none) */
+    struct lwo__lsink *lsink;   /* while lwo_linear captures or retargets a graph (section 7) */
     char error[LWO__ERROR_CAP];
 };
 
@@ -1405,11 +1433,51 @@ static lwo_result lwo__module_function(lwo_context *ctx, lwo_module *m, const ch
     return LWO_SUCCESS;
 }
 
+/* Where lwo__launch_fn sends launches while lwo_linear builds or replays one of its graphs
+   (section 7): CAPTURE launches into the capturing stream and notes each kernel node made; UPDATE
+   launches nothing and points the graph's next node at the launch's config and arguments. */
+#define LWO__LSINK_NODES 4
+typedef struct lwo__lsink {
+    int update;                              /* 0: capture, 1: update */
+    lwo__CUgraphExec exec;                   /* update: the graph being retargeted */
+    lwo__CUgraphNode nodes[LWO__LSINK_NODES];
+    lwo__CUfunction funcs[LWO__LSINK_NODES]; /* an update must find the kernels the capture saw */
+    int n;
+} lwo__lsink;
+
 static lwo_result lwo__launch_fn(lwo_context *ctx, lwo__CUstream s, lwo__CUfunction fn, unsigned gx, unsigned gy,
                                  unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned smem, void **args,
                                  const char *what) {
-    lwo__CUresult rc = ctx->cu.cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, smem, s, args, NULL);
+    lwo__lsink *k = ctx->lsink;
+    lwo__CUresult rc;
+    if (k && k->update) {
+        lwo__kernel_node_params p;
+        if (k->n >= LWO__LSINK_NODES || k->funcs[k->n] != fn)
+            return lwo__fail(ctx, LWO_ERROR_CUDA, "lwo_linear's graph does not have %s where this call launches it", what);
+        memset(&p, 0, sizeof p);
+        p.func = fn; p.gridDimX = gx; p.gridDimY = gy; p.gridDimZ = gz;
+        p.blockDimX = bx; p.blockDimY = by; p.blockDimZ = bz; p.sharedMemBytes = smem; p.kernelParams = args;
+        rc = ctx->cu.cuGraphExecKernelNodeSetParams(k->exec, k->nodes[k->n], &p);
+        if (rc) return lwo__cuda_fail(ctx, rc, "cuGraphExecKernelNodeSetParams");
+        k->n++;
+        ctx->stats.kernels_launched++;
+        return LWO_SUCCESS;
+    }
+    rc = ctx->cu.cuLaunchKernel(fn, gx, gy, gz, bx, by, bz, smem, s, args, NULL);
     if (rc) return lwo__cuda_fail(ctx, rc, what);
+    if (k) { /* capture: the node just made is now the stream's one capture dependency */
+        int status = 0;
+        unsigned long long id = 0;
+        lwo__CUgraph g = NULL;
+        const lwo__CUgraphNode *deps = NULL;
+        size_t ndeps = 0;
+        rc = ctx->cu.cuStreamGetCaptureInfo(s, &status, &id, &g, &deps, &ndeps);
+        if (rc) return lwo__cuda_fail(ctx, rc, "cuStreamGetCaptureInfo");
+        if (ndeps != 1 || !deps || k->n >= LWO__LSINK_NODES)
+            return lwo__fail(ctx, LWO_ERROR_CUDA, "lwo_linear's capture could not find the node of %s", what);
+        k->funcs[k->n] = fn;
+        k->nodes[k->n++] = deps[0];
+    }
     ctx->stats.kernels_launched++;
     return LWO_SUCCESS;
 }
@@ -2331,9 +2399,41 @@ struct lwo_weight {
     uint64_t host_bytes;
     struct lwo__item *item;  /* streamable weights (section 8): data, bias, scales travel together */
     lwo__home homes[3];
+    struct lwo__lgraph *graphs; /* lwo_linear's graph cache (W8A8 formats), lwo_desc.graph_cache slots */
+    int graphs_off;             /* a capture or update failed: plain launches for this weight */
+    uint64_t graph_clock;       /* LRU stamps */
     lwo_weight *prev, *next;
 };
 #define LWO__MAGIC_WEIGHT 0x6c776f57u
+
+/* One cached quantize + GEMM chain of lwo_linear. N and K are the weight's; the rest of what picks
+   the kernels and their grids is the key, so a later call at the key only changes arguments. */
+typedef struct lwo__lgraph {
+    int used;                   /* 0: a free slot */
+    uint64_t M;
+    int xdt, ydt, bias_kind;    /* bias_kind -1: no bias */
+    int y16;                    /* y 16-byte aligned (the Hopper GEMM needs it) */
+    uint64_t stamp;
+    lwo__CUgraph graph;
+    lwo__CUgraphExec exec;
+    lwo__lsink nodes;           /* the kernel nodes in launch order */
+    int nnodes;                 /* how many the capture made */
+} lwo__lgraph;
+
+static int lwo__graph_slots(const lwo_context *ctx) { return ctx->desc.graph_cache > 0 ? ctx->desc.graph_cache : 4; }
+static void lwo__lgraph_drop(lwo_context *ctx, lwo__lgraph *g) {
+    if (!g->used) return;
+    if (g->exec) ctx->cu.cuGraphExecDestroy(g->exec);
+    if (g->graph) ctx->cu.cuGraphDestroy(g->graph);
+    memset(g, 0, sizeof *g);
+}
+static void lwo__weight_graphs_free(lwo_context *ctx, lwo_weight *w) {
+    int i;
+    if (!w->graphs) return;
+    for (i = 0; i < lwo__graph_slots(ctx); i++) lwo__lgraph_drop(ctx, &w->graphs[i]);
+    LWO_FREE(w->graphs);
+    w->graphs = NULL;
+}
 #define LWO__KPAD 64u
 
 static const char *lwo__format_name(lwo_format f) {
@@ -2466,6 +2566,7 @@ static void lwo__weight_free(lwo_context *ctx, lwo_weight *w) {
     int p;
     if (w->prev) w->prev->next = w->next; else if (ctx->weights == w) ctx->weights = w->next;
     if (w->next) w->next->prev = w->prev;
+    lwo__weight_graphs_free(ctx, w);
     if (w->item) lwo__item_kill(ctx, w->item);
     for (p = 0; p < 3; p++) if (w->homes[p].kind) lwo__home_free(ctx, &w->homes[p]);
     if (w->data) lwo__tensor_free(ctx, w->data);
@@ -2865,6 +2966,119 @@ LWO_DEF lwo_result lwo_linear(lwo_context *ctx, lwo_stream *stream, const lwo_te
     return r2;
 }
 
+/* The W8A8 chain: x quantized per token into the workspace (q, then the f32 row scales at
+   ws + qbytes), then the GEMM. The same code launches it, captures it and retargets a graph of it
+   (lwo__launch_fn and ctx->lsink). */
+static lwo_result lwo__w8a8_chain(lwo_context *ctx, lwo__CUstream cs, const lwo_tensor *x, const lwo_weight *w,
+                                  lwo__CUdeviceptr ws, uint64_t qbytes, lwo__CUdeviceptr bp, int bias_kind,
+                                  const lwo_tensor *y) {
+    int fp8 = w->format == LWO_FORMAT_FP8_E4M3_W8A8;
+    uint64_t M = x->shape[0], K = x->shape[1], N = w->rows, Kp = w->kpad;
+    lwo__CUdeviceptr sm = w->smooth ? w->smooth->ptr : 0, q = ws, sa = ws + qbytes, sw = w->scales->ptr;
+    lwo__CUdeviceptr xp = x->ptr;
+    unsigned rows = (unsigned)M;
+    char name[64];
+    lwo_dtype op;
+    lwo_result r;
+    if (fp8) {
+        void *args[6];
+        args[0] = &xp; args[1] = &K; args[2] = &sm; args[3] = &q; args[4] = &Kp; args[5] = &sa;
+        snprintf(name, sizeof name, "lwo_k_quantize_rows_e4m3_%s", lwo__kname(x->dtype));
+        op = LWO_DTYPE_F8_E4M3;
+        r = lwo__launch(ctx, cs, name, rows, 1, 256, 0, args);
+    } else {
+        void *args[7];
+        int vec_ok = lwo__aligned16(xp) && (K % 8) == 0 && (q & 7u) == 0 && (Kp % 8) == 0;
+        args[0] = &xp; args[1] = &K; args[2] = &sm; args[3] = &q; args[4] = &Kp; args[5] = &sa; args[6] = &vec_ok;
+        snprintf(name, sizeof name, "lwo_k_quantize_rows_i8_%s", lwo__kname(x->dtype));
+        op = LWO_DTYPE_I8;
+        r = lwo__launch(ctx, cs, name, rows, 1, 256, 0, args);
+    }
+    if (r) return r;
+    return lwo__gemm(ctx, cs, op, q, Kp, Kp, w->data->ptr, Kp, M, N, sa, sw, bp, bias_kind < 0 ? 0 : bias_kind, y->ptr,
+                     lwo__gemm_kind(y->dtype));
+}
+
+/* Gives up on graphs for weight w after a failed capture or update (the call then runs plainly). */
+static void lwo__w8a8_graphs_off(lwo_context *ctx, lwo_weight *w, const char *why) {
+    lwo__log(ctx, LWO_LOG_INFO, "lwo_linear: no graphs for this %llu x %llu weight from now on: %s", (unsigned long long)w->rows,
+             (unsigned long long)w->cols, why);
+    lwo__weight_graphs_free(ctx, w);
+    w->graphs_off = 1;
+    ctx->stats.linear_graph_fallbacks++;
+    ctx->error[0] = 0;
+}
+
+/* lwo_linear of a W8A8 weight: through the weight's graph cache where it may be used, else plain. */
+static lwo_result lwo__w8a8_linear(lwo_context *ctx, lwo__CUstream cs, const lwo_tensor *x, const lwo_weight *cw,
+                                   lwo__CUdeviceptr ws, uint64_t qbytes, lwo__CUdeviceptr bp, int bias_kind,
+                                   const lwo_tensor *y) {
+    lwo_weight *w = (lwo_weight *)cw;
+    uint64_t M = x->shape[0];
+    int nslots = lwo__graph_slots(ctx), i, capturing = 1, y16 = (y->ptr & 15u) == 0;
+    lwo__lgraph *g = NULL, *victim = NULL;
+    lwo__lsink sink;
+    lwo__CUresult rc;
+    lwo_result r;
+    /* no graphs: when off, for streamed weights (their acquire and release record events), for empty
+       products, and inside the caller's own capture (which must get the plain kernels) */
+    if (ctx->desc.graph_cache < 0 || w->graphs_off || w->item || M == 0 || w->rows == 0 ||
+        ctx->cu.cuStreamIsCapturing(cs, &capturing) != 0 || capturing != 0)
+        return lwo__w8a8_chain(ctx, cs, x, w, ws, qbytes, bp, bias_kind, y);
+    if (!w->graphs) {
+        w->graphs = (lwo__lgraph *)LWO_MALLOC((size_t)nslots * sizeof *w->graphs);
+        if (!w->graphs) { lwo__w8a8_graphs_off(ctx, w, "out of host memory"); return lwo__w8a8_chain(ctx, cs, x, w, ws, qbytes, bp, bias_kind, y); }
+        memset(w->graphs, 0, (size_t)nslots * sizeof *w->graphs);
+    }
+    for (i = 0; i < nslots; i++) {
+        lwo__lgraph *e = &w->graphs[i];
+        if (e->used && e->M == M && e->xdt == (int)x->dtype && e->ydt == (int)y->dtype && e->bias_kind == bias_kind && e->y16 == y16) { g = e; break; }
+        /* the slot a capture takes: a free one, else the least recently used */
+        if (!victim || (victim->used && (!e->used || e->stamp < victim->stamp))) victim = e;
+    }
+    if (g) { /* replay: point the nodes at this call's pointers */
+        g->nodes.update = 1; g->nodes.exec = g->exec; g->nodes.n = 0;
+        ctx->lsink = &g->nodes;
+        r = lwo__w8a8_chain(ctx, cs, x, w, ws, qbytes, bp, bias_kind, y);
+        ctx->lsink = NULL;
+        if (!r && g->nodes.n != g->nnodes) r = lwo__fail(ctx, LWO_ERROR_CUDA, "lwo_linear's graph has %d kernels; this call launched %d", g->nnodes, g->nodes.n);
+        if (!r && (rc = ctx->cu.cuGraphLaunch(g->exec, cs)) != 0) r = lwo__cuda_fail(ctx, rc, "cuGraphLaunch");
+        if (r) { lwo__w8a8_graphs_off(ctx, w, ctx->error); return lwo__w8a8_chain(ctx, cs, x, w, ws, qbytes, bp, bias_kind, y); }
+        g->stamp = ++w->graph_clock;
+        ctx->stats.linear_graph_hits++;
+        return LWO_SUCCESS;
+    }
+    /* First call at this key: run it plainly (which also loads every module and kernel it needs,
+       lazily loaded ones included, outside the capture), then capture the chain, instantiate and
+       launch it, so the graph writes the same result once more. A failed capture leaves the plain
+       result standing. */
+    if ((r = lwo__w8a8_chain(ctx, cs, x, w, ws, qbytes, bp, bias_kind, y)) != 0) return r;
+    if (victim->used) { lwo__lgraph_drop(ctx, victim); ctx->stats.linear_graph_evictions++; }
+    g = victim;
+    memset(&sink, 0, sizeof sink);
+    if ((rc = ctx->cu.cuStreamBeginCapture(cs, 2 /* relaxed: other streams and threads go on */)) != 0) {
+        lwo__cuda_fail(ctx, rc, "cuStreamBeginCapture");
+        lwo__w8a8_graphs_off(ctx, w, ctx->error);
+        return LWO_SUCCESS;
+    }
+    ctx->lsink = &sink;
+    r = lwo__w8a8_chain(ctx, cs, x, w, ws, qbytes, bp, bias_kind, y);
+    ctx->lsink = NULL;
+    rc = ctx->cu.cuStreamEndCapture(cs, &g->graph); /* always: the stream leaves capture mode */
+    if (!r && rc) r = lwo__cuda_fail(ctx, rc, "cuStreamEndCapture");
+    if (!r && (rc = ctx->cu.cuGraphInstantiateWithFlags(&g->exec, g->graph, 0)) != 0) r = lwo__cuda_fail(ctx, rc, "cuGraphInstantiateWithFlags");
+    g->used = 1; /* from here lwo__lgraph_drop frees what was made */
+    if (!r && (rc = ctx->cu.cuGraphLaunch(g->exec, cs)) != 0) r = lwo__cuda_fail(ctx, rc, "cuGraphLaunch");
+    /* a launch that failed enqueued nothing: the plain result stands */
+    if (r) { lwo__w8a8_graphs_off(ctx, w, ctx->error); return LWO_SUCCESS; }
+    g->M = M; g->xdt = (int)x->dtype; g->ydt = (int)y->dtype; g->bias_kind = bias_kind; g->y16 = y16;
+    g->nodes = sink;
+    g->nnodes = sink.n;
+    g->stamp = ++w->graph_clock;
+    ctx->stats.linear_graph_captures++;
+    return LWO_SUCCESS;
+}
+
 static lwo_result lwo__linear_run(lwo_context *ctx, lwo_stream *stream, const lwo_tensor *x, const lwo_weight *w,
                                   const lwo_tensor *bias, lwo_tensor *y) {
     lwo__CUstream cs;
@@ -2916,31 +3130,11 @@ static lwo_result lwo__linear_run(lwo_context *ctx, lwo_stream *stream, const lw
         break;
     }
     case LWO_FORMAT_INT8: case LWO_FORMAT_FP8_E4M3_W8A8: {
-        int fp8 = w->format == LWO_FORMAT_FP8_E4M3_W8A8;
         uint64_t qbytes = (M * Kp + 255) / 256 * 256;
-        lwo__CUdeviceptr sm = w->smooth ? w->smooth->ptr : 0, q;
-        char name[64];
-        unsigned rows = (unsigned)M;
         if (M > 0x7fffffffu) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: M = %llu is more than one launch takes", (unsigned long long)M);
+        /* sized before any capture: growing synchronizes and allocates */
         if ((r = lwo__workspace(ctx, qbytes + M * 4, &ws)) != 0) return r;
-        q = ws; sa = ws + qbytes; sw = w->scales->ptr;
-        if (fp8) {
-            void *args[6];
-            args[0] = (void *)&x->ptr; args[1] = &K; args[2] = &sm; args[3] = &q; args[4] = &Kp; args[5] = &sa;
-            snprintf(name, sizeof name, "lwo_k_quantize_rows_e4m3_%s", lwo__kname(x->dtype));
-            op = LWO_DTYPE_F8_E4M3;
-            r = lwo__launch(ctx, cs, name, rows, 1, 256, 0, args);
-        } else {
-            void *args[7];
-            int vec_ok = lwo__aligned16(x->ptr) && (K % 8) == 0 && (q & 7u) == 0 && (Kp % 8) == 0;
-            args[0] = (void *)&x->ptr; args[1] = &K; args[2] = &sm; args[3] = &q; args[4] = &Kp; args[5] = &sa; args[6] = &vec_ok;
-            snprintf(name, sizeof name, "lwo_k_quantize_rows_i8_%s", lwo__kname(x->dtype));
-            op = LWO_DTYPE_I8;
-            r = lwo__launch(ctx, cs, name, rows, 1, 256, 0, args);
-        }
-        if (r) return r;
-        A = q; lda = Kp; a_k = Kp;
-        break;
+        return lwo__w8a8_linear(ctx, cs, x, w, ws, qbytes, bp, bias ? bias_kind : (w->bias ? 0 : -1), y);
     }
     default: return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: the weight has an invalid format");
     }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A short GPU call while iterating on one part: build, then the named steps, each under a timeout.
-# Steps: gemm (test_gpu_gemm), st (test_gpu_safetensors), gpu (test_gpu), stream (test_gpu_stream),
+# Steps: gemm (test_gpu_gemm), graphs (test_gpu_graphs), st (test_gpu_safetensors), gpu (test_gpu), stream (test_gpu_stream),
 # bench-gemm, bench-stream, bench-dit, dit (tests/dit_checks.sh), race-gemm (racecheck + synccheck of test_gpu_gemm, quick),
 # san (memcheck, racecheck, synccheck of test_gpu_safetensors and test_gpu_stream, quick).
 # The cubin cache lives in build/lwo-cache and is copied to $OUT so a later call can carry it.
@@ -13,6 +13,7 @@ for step in "$@"; do
   t0=$(date +%s)
   case $step in
     gemm)   timeout 380 build/test_gpu_gemm >"$O/gemm.log" 2>&1; rc=$?; grep -E "GEMMs|4608|FAIL" "$O/gemm.log" | head -n 40; tail -n 1 "$O/gemm.log" ;;
+    graphs) timeout 200 build/test_gpu_graphs >"$O/graphs.log" 2>&1; rc=$?; grep -E "FAIL|per call" "$O/graphs.log" | head -n 20; tail -n 1 "$O/graphs.log" ;;
     st)     timeout 150 build/test_gpu_safetensors >"$O/st.log" 2>&1; rc=$?; grep -E "FAIL" "$O/st.log" | head -n 20; tail -n 1 "$O/st.log" ;;
     gpu)    timeout 200 build/test_gpu >"$O/gpu.log" 2>&1; rc=$?; grep -E "FAIL" "$O/gpu.log" | head -n 20; tail -n 1 "$O/gpu.log" ;;
     stream) timeout 200 build/test_gpu_stream >"$O/stream.log" 2>&1; rc=$?; grep -E "FAIL" "$O/stream.log" | head -n 20; tail -n 1 "$O/stream.log" ;;
