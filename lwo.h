@@ -704,7 +704,10 @@ LWO_API lwo_result lwo_pass_end(lwo_context *ctx);
 
 /* A whole pass, streamed transfers included, as one CUDA graph: capture begins after the compute
    stream is idle and records everything enqueued on it (and the transfers it waits on) until
-   capture_end. Needs pinned or registered host homes (graphs cannot copy from pageable memory). */
+   capture_end. Needs pinned or registered host homes (graphs cannot copy from pageable memory).
+   Run the pass once before capturing it: the first use of a GEMM format loads its module and
+   lwo_linear may grow its workspace, and neither can happen inside a capture (a workspace that
+   would grow is LWO_ERROR_INVALID_ARGUMENT, saying so). */
 typedef struct lwo_graph lwo_graph;
 LWO_API lwo_result lwo_graph_capture_begin(lwo_context *ctx);
 LWO_API lwo_result lwo_graph_capture_end(lwo_context *ctx, lwo_graph **out);
@@ -2788,10 +2791,15 @@ LWO_DEF lwo_result lwo_weight_get_info(lwo_context *ctx, const lwo_weight *w, lw
 
 /* The workspace: grow-only, in the arena. Growing waits for the device, since queued GEMMs may
    still read the old block. */
+static int lwo__engine_capturing(const lwo_context *ctx); /* section 8 */
 static lwo_result lwo__workspace(lwo_context *ctx, uint64_t bytes, lwo__CUdeviceptr *out) {
     if (bytes > ctx->ws_size) {
         uint64_t off, size;
         lwo_result r;
+        /* growing synchronizes the device, which a stream capture cannot contain */
+        if (lwo__engine_capturing(ctx))
+            return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear needs %llu bytes of workspace (it has %llu) during a graph capture: run the pass once before capturing it, or give the workspace to lwo_streaming_plan",
+                             (unsigned long long)bytes, (unsigned long long)ctx->ws_size);
         LWO__CU(ctx, cuCtxSynchronize());
         if (ctx->ws_size) { lwo__arena_free(ctx, ctx->ws_off, ctx->ws_size); ctx->ws_size = 0; }
         if ((r = lwo__arena_alloc(ctx, bytes, &off, &size, "lwo_linear's workspace")) != 0) return r;
@@ -3898,6 +3906,8 @@ LWO_DEF lwo_result lwo_pass_end(lwo_context *ctx) {
     ctx->stats.passes++;
     return LWO_SUCCESS;
 }
+
+static int lwo__engine_capturing(const lwo_context *ctx) { return ctx->engine && ctx->engine->capturing; }
 
 LWO_DEF lwo_result lwo_graph_capture_begin(lwo_context *ctx) {
     lwo__engine *e;
