@@ -363,7 +363,7 @@ LWO_API lwo_result lwo_weight_get_info(lwo_context *ctx, const lwo_weight *w, lw
 /* For your own ops on a streamable weight: acquire makes the weight readable by kernels enqueued
    next on `stream` (waiting on the GPU for its transfer, never on the host) and fills `out` with
    device tensors valid until release; release records that the work enqueued so far on `stream`
-   is the last to read it, so its staging slot may be refilled after that work. lwo_linear does
+   is the last to read it, so its bytes in the staging ring may be overwritten after that work. lwo_linear does
    both itself. On a resident weight both are cheap and `out` is what lwo_weight_get_info gives. */
 LWO_API lwo_result lwo_weight_acquire(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w, lwo_weight_info *out);
 LWO_API lwo_result lwo_weight_release(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w);
@@ -683,8 +683,11 @@ typedef struct lwo_plan_desc {
 typedef struct lwo_plan {
     uint8_t *resident;            /* count flags, 1 = resident (owned by the plan) */
     uint64_t resident_bytes;
-    uint64_t slot_bytes;          /* each slot's size: the largest streamed weight, 256-byte rounded */
-    int slots;                    /* 0 when everything is resident */
+    uint64_t slot_bytes;          /* at least the largest streamed weight (256-byte rounded); the
+                                     room no resident weight takes is shared among the slots */
+    int slots;                    /* the ring is slots x slot_bytes (0 when everything is resident);
+                                     weights are packed into it by bytes, so more than `slots` of
+                                     the smaller ones may be in it at once */
     uint64_t streamed_bytes;      /* bytes moved per pass */
     uint64_t total_bytes;         /* resident + ring + workspace: never above the budget */
 } lwo_plan;
@@ -693,8 +696,7 @@ typedef struct lwo_plan {
 LWO_API lwo_result lwo_plan_make(const lwo_plan_desc *desc, lwo_plan *out, char *err, size_t err_size);
 LWO_API void lwo_plan_free(lwo_plan *plan);
 
-/* Streaming. Weights that do not stay resident travel through a ring of staging slots on offload
-   streams, in the order the passes use them. Bracket each forward pass with lwo_pass_begin/end: the
+/* Streaming. Weights that do not stay resident travel through a staging ring on offload streams, in the order the passes use them. Bracket each forward pass with lwo_pass_begin/end: the
    first pass teaches the order (or declare it); later passes prefetch ahead along it. A pass may
    deviate from the order: it stays correct, only slower, and lwo_stats.order_deviations counts it.
    lwo_streaming_plan places every weight created so far: resident where the budget allows. */
@@ -3353,7 +3355,8 @@ LWO_DEF lwo_result lwo_startup_times_get(lwo_context *ctx, lwo_startup_times *ou
    plan keeps as many bytes resident as fit; the ring's slot size is set by the largest streamed
    weight, so each candidate slot size (each distinct weight size, largest first) is tried: every
    weight larger than it must be resident, the rest of the room is filled with the largest weights
-   that fit, and the candidate that streams the fewest bytes wins (ties: more slots). */
+   that fit, and the candidate that streams the fewest bytes wins (ties: more slots). What room is
+   left then widens the slots, so more small weights pack into them. */
 static uint64_t lwo__round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 LWO_DEF lwo_result lwo_plan_make(const lwo_plan_desc *desc, lwo_plan *out, char *err, size_t err_size) {
@@ -3434,6 +3437,13 @@ LWO_DEF lwo_result lwo_plan_make(const lwo_plan_desc *desc, lwo_plan *out, char 
             }
         }
     }
+    /* the room no resident weight took goes to the slots: room to pack more small weights */
+    if (best_slots > 0) {
+        uint64_t res = 0, room = desc->budget - desc->workspace;
+        for (i = 0; i < n; i++) if (best[i]) res += sizes[i];
+        if (room > res + (uint64_t)best_slots * best_slot)
+            best_slot += (room - res - (uint64_t)best_slots * best_slot) / (uint64_t)best_slots / LWO__ALIGN * LWO__ALIGN;
+    }
     out->resident = best;
     out->slot_bytes = best_slot;
     out->slots = best_slots;
@@ -3456,13 +3466,21 @@ LWO_DEF void lwo_plan_free(lwo_plan *plan) {
 
 /* The engine. An item is what streams: up to three byte ranges of host memory (weight, then bias,
    then scales: the weight first, so the largest transfer starts soonest) laid out at fixed offsets
-   in device memory. A resident item has its own arena storage; a streamed one lives in a slot
-   while it is in use. The protocol (DESIGN.md):
-   - a transfer into a slot starts on its offload stream only after the slot's `consumed` event,
-     recorded on the compute stream after the last kernel that read the previous occupant;
-   - the compute stream waits on the slot's `ready` event before any kernel reads it;
+   in device memory. A resident item has its own arena storage; a streamed one lives in the ring
+   while it is in use. The ring is one block of the plan's slots x slot_bytes, filled first in
+   first out and packed by bytes: several weights share a slot when they fit, so beside a large
+   weight being read the next small ones are on their way (one weight per slot, two slots let a
+   transfer run only one weight ahead, and the copy engine idles while a long kernel reads a weight
+   that came quickly). A weight never straddles a slot boundary: then no fill overwrites a younger
+   weight than one weight per slot would, and the packing is never worse. Each stay in the ring is
+   a `fill`. The protocol (DESIGN.md):
+   - a transfer starts on its offload stream only after the `consumed` event of every fill whose
+     bytes it overwrites, recorded on the compute stream after the last kernel that read it (and
+     after that fill's own `ready`: its transfer may still run on the other offload stream);
+   - the compute stream waits on the fill's `ready` event before any kernel reads it;
    - the host never blocks on either: every wait is cuStreamWaitEvent;
-   - slots are refilled in use order, so transfers run as far ahead as the ring has room. */
+   - the ring is filled in use order, so transfers run as far ahead as it has room; a prefetch
+     never overwrites a weight fetched for a use still to come, or one acquired. */
 #define LWO__MAX_OFFLOAD 8
 #define LWO__PARTS 3
 
@@ -3472,37 +3490,45 @@ struct lwo__item {
     uint64_t total;        /* device bytes, parts at 256-byte aligned offsets */
     int force;             /* 0 auto, 1 resident, 2 streamed */
     int resident;
-    lwo__CUdeviceptr dev;  /* resident storage, or the slot while it is in one */
+    lwo__CUdeviceptr dev;  /* resident storage, or its place in the ring while it has one */
     uint64_t arena_off, arena_size;
-    int slot;              /* -1 when in none */
+    int fill;              /* index of its fill in the ring, -1 when in none */
     int acquired;
     int dead;              /* its weight was destroyed; the id stays so the order stays valid */
     uint32_t id;
 };
 
-typedef struct lwo__slot {
-    lwo__CUdeviceptr ptr;
-    uint64_t arena_off, arena_size;
+/* Ring bytes [off, off + size) hold item `item` (-1: its weight was destroyed; the bytes stay
+   taken, so the next writer still waits for their last reader). */
+typedef struct lwo__fill {
+    uint64_t off, size;
     lwo__CUevent ready, consumed;
-    int consumed_valid;    /* `consumed` was recorded for the current occupant (or no occupant) */
-    int item;              /* id of the occupant, -1 */
-    uint64_t stamp;        /* when last filled, for least-recently-filled reuse */
-} lwo__slot;
+    int live;
+    int consumed_valid;    /* `consumed` was recorded after the last kernel that read it */
+    int pending;           /* fetched (or found) ahead for a use still to come: a prefetch keeps it */
+    int item;
+} lwo__fill;
 
 typedef struct lwo__engine {
     lwo__item **items;
     size_t nitems, capitems;
-    lwo__slot *slots;
-    int nslots;
+    lwo__CUdeviceptr ring;
+    uint64_t ring_bytes, slot_bytes, ring_arena_off, ring_arena_size;
+    uint64_t head;         /* where the next fill goes when it fits before the end */
+    lwo__fill *fills;      /* records, reused once not live; events made on first use */
+    int nfills;
+    int live_max;          /* most fills live at once (the tests look at it) */
     lwo__CUstream streams[LWO__MAX_OFFLOAD];
     int nstreams;
+    lwo__CUevent graph_done;             /* a whole-pass graph's end: the next eager writes wait on it */
+    int graph_wait[LWO__MAX_OFFLOAD];    /* stream k has yet to wait on graph_done */
     uint32_t *order, *learning; /* use order (item ids) and the one being learned */
     size_t norder, nlearning, caplearning, pos;
     int order_known, in_pass, capturing;
     uint64_t fill_counter;
     lwo__CUevent fork;     /* joins offload streams into a capture */
     int test_skip_consumed_wait, test_skip_ready_wait;
-    /* timing: an event pair around each wait on a slot, harvested once complete; one pair per pass */
+    /* timing: an event pair around each wait on a fill, harvested once complete; one pair per pass */
     lwo__CUevent *wait_ev;
     size_t nwait, capwait, harvested;
     lwo__CUevent pass_ev[2];
@@ -3526,24 +3552,38 @@ static lwo_result lwo__engine_get(lwo_context *ctx, lwo__engine **out) {
         if (e->nstreams > LWO__MAX_OFFLOAD) e->nstreams = LWO__MAX_OFFLOAD;
         for (i = 0; i < e->nstreams; i++) LWO__CU(ctx, cuStreamCreate(&e->streams[i], LWO__CU_STREAM_NON_BLOCKING));
         LWO__CU(ctx, cuEventCreate(&e->fork, LWO__CU_EVENT_DISABLE_TIMING));
+        LWO__CU(ctx, cuEventCreate(&e->graph_done, LWO__CU_EVENT_DISABLE_TIMING));
         for (i = 0; i < 2; i++) LWO__CU(ctx, cuEventCreate(&e->pass_ev[i], 0));
     }
     *out = e;
     return LWO_SUCCESS;
 }
 
-static void lwo__engine_free_slots(lwo_context *ctx, lwo__engine *e) {
+/* Forgets what the ring holds (after a capture, whose transfers did not run, or a graph launch):
+   the next use fetches again. */
+static void lwo__engine_forget_ring(lwo__engine *e) {
     int i;
-    for (i = 0; i < e->nslots; i++) {
-        lwo__slot *sl = &e->slots[i];
-        if (sl->ready) ctx->cu.cuEventDestroy(sl->ready);
-        if (sl->consumed) ctx->cu.cuEventDestroy(sl->consumed);
-        if (sl->arena_size) lwo__arena_free(ctx, sl->arena_off, sl->arena_size);
-        if (sl->item >= 0) { e->items[sl->item]->slot = -1; e->items[sl->item]->dev = 0; }
+    for (i = 0; i < e->nfills; i++) {
+        lwo__fill *f = &e->fills[i];
+        if (f->live && f->item >= 0) { e->items[f->item]->fill = -1; e->items[f->item]->dev = 0; }
+        f->live = 0;
     }
-    LWO_FREE(e->slots);
-    e->slots = NULL;
-    e->nslots = 0;
+    e->head = 0;
+}
+
+static void lwo__engine_free_ring(lwo_context *ctx, lwo__engine *e) {
+    int i;
+    lwo__engine_forget_ring(e);
+    for (i = 0; i < e->nfills; i++) {
+        if (e->fills[i].ready) ctx->cu.cuEventDestroy(e->fills[i].ready);
+        if (e->fills[i].consumed) ctx->cu.cuEventDestroy(e->fills[i].consumed);
+    }
+    LWO_FREE(e->fills);
+    e->fills = NULL;
+    e->nfills = 0;
+    if (e->ring_arena_size) lwo__arena_free(ctx, e->ring_arena_off, e->ring_arena_size);
+    e->ring = 0;
+    e->ring_bytes = e->slot_bytes = e->ring_arena_off = e->ring_arena_size = 0;
 }
 
 static void lwo__engine_free(lwo_context *ctx) {
@@ -3552,10 +3592,11 @@ static void lwo__engine_free(lwo_context *ctx) {
     int k;
     if (!e) return;
     for (k = 0; k < e->nstreams; k++) if (e->streams[k]) ctx->cu.cuStreamSynchronize(e->streams[k]);
-    lwo__engine_free_slots(ctx, e);
+    lwo__engine_free_ring(ctx, e);
     for (i = 0; i < e->nitems; i++) LWO_FREE(e->items[i]);
     for (k = 0; k < e->nstreams; k++) if (e->streams[k]) ctx->cu.cuStreamDestroy(e->streams[k]);
     if (e->fork) ctx->cu.cuEventDestroy(e->fork);
+    if (e->graph_done) ctx->cu.cuEventDestroy(e->graph_done);
     for (i = 0; i < e->capwait; i++) if (e->wait_ev[i]) ctx->cu.cuEventDestroy(e->wait_ev[i]);
     LWO_FREE(e->wait_ev);
     for (k = 0; k < 2; k++) if (e->pass_ev[k]) ctx->cu.cuEventDestroy(e->pass_ev[k]);
@@ -3583,7 +3624,7 @@ static lwo_result lwo__item_create(lwo_context *ctx, const void *const host[LWO_
         it->total += (it->bytes[p] + LWO__ALIGN - 1) / LWO__ALIGN * LWO__ALIGN;
     }
     it->force = force;
-    it->slot = -1;
+    it->fill = -1;
     if (e->nitems == e->capitems) {
         size_t cap = e->capitems * 2 + 64;
         lwo__item **ni = (lwo__item **)LWO_REALLOC(e->items, cap * sizeof *ni);
@@ -3619,8 +3660,8 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
     if (e->in_pass) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_streaming_plan inside a pass");
     LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
     for (k = 0; k < e->nstreams; k++) LWO__CU(ctx, cuStreamSynchronize(e->streams[k]));
-    /* start from nothing placed: resident storage and slots go back to the arena */
-    lwo__engine_free_slots(ctx, e);
+    /* start from nothing placed: resident storage and the ring go back to the arena */
+    lwo__engine_free_ring(ctx, e);
     for (i = 0; i < e->nitems; i++) {
         lwo__item *it = e->items[i];
         if (it->arena_size) { lwo__arena_free(ctx, it->arena_off, it->arena_size); it->arena_size = 0; }
@@ -3664,21 +3705,15 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
         if ((r = lwo__item_upload(ctx, it, it->dev, ctx->compute)) != 0) { lwo_plan_free(&plan); return r; }
     }
     if (plan.slots > 0) {
-        e->slots = (lwo__slot *)LWO_MALLOC((size_t)plan.slots * sizeof *e->slots);
-        if (!e->slots) { lwo_plan_free(&plan); return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory"); }
-        memset(e->slots, 0, (size_t)plan.slots * sizeof *e->slots);
-        for (k = 0; k < plan.slots; k++) e->slots[k].item = -1;
-        e->nslots = plan.slots;
-        for (k = 0; k < plan.slots; k++) {
-            lwo__slot *sl = &e->slots[k];
-            if ((r = lwo__arena_alloc(ctx, plan.slot_bytes, &sl->arena_off, &sl->arena_size, "a staging slot")) != 0) { lwo_plan_free(&plan); return r; }
-            sl->ptr = ctx->arena + sl->arena_off;
-            LWO__CU(ctx, cuEventCreate(&sl->ready, LWO__CU_EVENT_DISABLE_TIMING));
-            LWO__CU(ctx, cuEventCreate(&sl->consumed, LWO__CU_EVENT_DISABLE_TIMING));
-            sl->consumed_valid = 1; /* empty: nothing to wait for */
-        }
+        uint64_t bytes = (uint64_t)plan.slots * plan.slot_bytes;
+        if ((r = lwo__arena_alloc(ctx, bytes, &e->ring_arena_off, &e->ring_arena_size, "the staging ring")) != 0) { lwo_plan_free(&plan); return r; }
+        e->ring = ctx->arena + e->ring_arena_off;
+        e->ring_bytes = bytes;
+        e->slot_bytes = plan.slot_bytes;
+        e->head = 0;
     }
-    ctx->stats.ring_bytes = (uint64_t)plan.slots * plan.slot_bytes;
+    e->live_max = 0;
+    ctx->stats.ring_bytes = e->ring_bytes;
     lwo__log(ctx, LWO_LOG_INFO, "streaming plan: %llu bytes resident, %d slots of %llu bytes, %llu bytes streamed per pass",
              (unsigned long long)ctx->stats.resident_bytes, plan.slots, (unsigned long long)plan.slot_bytes, (unsigned long long)plan.streamed_bytes);
     lwo_plan_free(&plan);
@@ -3686,46 +3721,96 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
     return LWO_SUCCESS;
 }
 
-/* Puts item it into a slot: the least recently filled slot whose occupant is released. */
-static lwo_result lwo__item_fill(lwo_context *ctx, lwo__engine *e, lwo__item *it) {
-    int k, best = -1;
-    lwo__slot *sl;
+/* Whether ring bytes [off, off + size) may be overwritten now: no fill there is acquired, and for
+   a prefetch none holds a weight fetched for a use still to come. */
+static int lwo__ring_free_at(const lwo__engine *e, uint64_t off, uint64_t size, int prefetch) {
+    int i;
+    if (off + size > e->ring_bytes || off / e->slot_bytes != (off + size - 1) / e->slot_bytes) return 0;
+    for (i = 0; i < e->nfills; i++) {
+        const lwo__fill *f = &e->fills[i];
+        if (!f->live || f->off >= off + size || off >= f->off + f->size || f->item < 0) continue;
+        if (e->items[f->item]->acquired || (prefetch && f->pending)) return 0;
+    }
+    return 1;
+}
+
+/* Brings item it into the ring at the head, or at the next slot's start when it does not fit in
+   the rest of the head's slot. A prefetch that finds that place taken stops there (*placed = 0); a
+   use now takes the first place no acquired weight holds, and is an error only when there is none. */
+static lwo_result lwo__item_fill(lwo_context *ctx, lwo__engine *e, lwo__item *it, int prefetch, int *placed) {
+    uint64_t size = it->total, S = e->slot_bytes, off = e->head;
+    lwo__fill *f;
     lwo__CUstream st;
     lwo_result r;
-    for (k = 0; k < e->nslots; k++) {
-        lwo__slot *c = &e->slots[k];
-        if (c->item >= 0 && e->items[c->item]->acquired) continue;
-        if (best < 0 || c->stamp < e->slots[best].stamp) best = k;
-    }
-    if (best < 0)
-        return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET, "all %d staging slots hold weights still acquired: release one first, or raise the budget so more slots fit", e->nslots);
-    sl = &e->slots[best];
-    if (it->total > sl->arena_size)
+    int i, k, rec = -1, live = 1;
+    *placed = 0;
+    if (size > e->ring_bytes)
+        return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET, "a weight of %llu bytes does not fit the %llu-byte staging ring: call lwo_streaming_plan after creating it",
+                         (unsigned long long)size, (unsigned long long)e->ring_bytes);
+    if (size > S)
         return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET, "a weight of %llu bytes does not fit the %llu-byte staging slots: call lwo_streaming_plan after creating it",
-                         (unsigned long long)it->total, (unsigned long long)sl->arena_size);
-    st = e->streams[best % e->nstreams];
-    if (sl->item >= 0) {
-        lwo__item *old = e->items[sl->item];
-        old->slot = -1;
-        old->dev = 0;
+                         (unsigned long long)size, (unsigned long long)S);
+    if (off % S + size > S) off = (off / S + 1) * S;
+    if (off + size > e->ring_bytes) off = 0;
+    if (!lwo__ring_free_at(e, off, size, prefetch)) {
+        int j = -1;
+        if (prefetch) return LWO_SUCCESS;
+        /* the head is blocked by an acquired weight: a slot's start, or the end of some fill */
+        for (i = 0; i < e->nfills + (int)(e->ring_bytes / S); i++) {
+            if (i < (int)(e->ring_bytes / S)) off = (uint64_t)i * S;
+            else if (e->fills[(j = i - (int)(e->ring_bytes / S))].live) off = e->fills[j].off + e->fills[j].size;
+            else continue;
+            if (lwo__ring_free_at(e, off, size, 0)) break;
+        }
+        if (i == e->nfills + (int)(e->ring_bytes / S))
+            return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET, "the %llu-byte staging ring has no room for a weight of %llu bytes beside the weights still acquired: release one first, or raise the budget",
+                             (unsigned long long)e->ring_bytes, (unsigned long long)size);
     }
+    k = (int)(e->fill_counter % (uint64_t)e->nstreams);
+    st = e->streams[k];
     /* inside a capture the offload stream joins the graph by waiting on the capturing stream */
     if (e->capturing) {
         LWO__CU(ctx, cuEventRecord(e->fork, ctx->compute));
         LWO__CU(ctx, cuStreamWaitEvent(st, e->fork, 0));
     }
-    /* the rule the reference systems broke: never overwrite a slot a kernel may still read
-       (e->test_skip_consumed_wait exists only so a test can show it would see the corruption) */
-    if (sl->item >= 0 && sl->consumed_valid && !e->test_skip_consumed_wait) LWO__CU(ctx, cuStreamWaitEvent(st, sl->consumed, 0));
-    if ((r = lwo__item_upload(ctx, it, sl->ptr, st)) != 0) return r;
-    LWO__CU(ctx, cuEventRecord(sl->ready, st));
-    sl->item = (int)it->id;
-    sl->consumed_valid = 0;
-    sl->stamp = ++e->fill_counter;
-    it->slot = best;
-    it->dev = sl->ptr;
+    if (e->graph_wait[k]) { LWO__CU(ctx, cuStreamWaitEvent(st, e->graph_done, 0)); e->graph_wait[k] = 0; }
+    /* the fills it overwrites leave the ring; the rule the reference systems broke is to write
+       before their last reader is done (e->test_skip_consumed_wait exists only so a test can show
+       it would see the corruption) */
+    for (i = 0; i < e->nfills; i++) {
+        lwo__fill *o = &e->fills[i];
+        if (!o->live) { if (rec < 0) rec = i; continue; }
+        if (o->off >= off + size || off >= o->off + o->size) { live++; continue; }
+        if (o->consumed_valid && !e->test_skip_consumed_wait) LWO__CU(ctx, cuStreamWaitEvent(st, o->consumed, 0));
+        LWO__CU(ctx, cuStreamWaitEvent(st, o->ready, 0));
+        if (o->item >= 0) { e->items[o->item]->fill = -1; e->items[o->item]->dev = 0; }
+        o->live = 0;
+        if (rec < 0) rec = i;
+    }
+    if (rec < 0) {
+        int cap = e->nfills * 2 + 16;
+        lwo__fill *nf = (lwo__fill *)LWO_REALLOC(e->fills, (size_t)cap * sizeof *nf);
+        if (!nf) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        memset(nf + e->nfills, 0, (size_t)(cap - e->nfills) * sizeof *nf);
+        e->fills = nf;
+        rec = e->nfills;
+        e->nfills = cap;
+    }
+    f = &e->fills[rec];
+    if (!f->ready) LWO__CU(ctx, cuEventCreate(&f->ready, LWO__CU_EVENT_DISABLE_TIMING));
+    if (!f->consumed) LWO__CU(ctx, cuEventCreate(&f->consumed, LWO__CU_EVENT_DISABLE_TIMING));
+    if ((r = lwo__item_upload(ctx, it, e->ring + off, st)) != 0) return r;
+    LWO__CU(ctx, cuEventRecord(f->ready, st));
+    f->off = off; f->size = size; f->item = (int)it->id;
+    f->live = 1; f->consumed_valid = 0; f->pending = prefetch;
+    e->head = off + size;
+    e->fill_counter++;
+    if (live > e->live_max) e->live_max = live;
+    it->fill = rec;
+    it->dev = e->ring + off;
     ctx->stats.bytes_streamed += it->total;
     ctx->stats.transfers++;
+    *placed = 1;
     return LWO_SUCCESS;
 }
 
@@ -3776,10 +3861,10 @@ static uint64_t lwo__item_part_offset(const lwo__item *it, int part) { return it
 static void lwo__item_kill(lwo_context *ctx, lwo__item *it) {
     lwo__engine *e = ctx->engine;
     int p;
-    if (it->slot >= 0 && e) e->slots[it->slot].item = -1;
+    if (it->fill >= 0 && e) e->fills[it->fill].item = -1; /* its bytes stay taken until overwritten */
     if (it->arena_size) lwo__arena_free(ctx, it->arena_off, it->arena_size);
     for (p = 0; p < LWO__PARTS; p++) { it->host[p] = NULL; it->bytes[p] = 0; }
-    it->total = 0; it->arena_size = 0; it->slot = -1; it->dev = 0; it->resident = 0; it->acquired = 0;
+    it->total = 0; it->arena_size = 0; it->fill = -1; it->dev = 0; it->resident = 0; it->acquired = 0;
     it->dead = 1;
 }
 
@@ -3787,6 +3872,7 @@ static lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUstre
     lwo__engine *e = ctx->engine;
     lwo_result r;
     size_t k;
+    int placed;
     /* the order covers resident weights too, so a pass that reorders them is seen */
     if (e->in_pass) {
         if (!e->order_known) {
@@ -3807,29 +3893,33 @@ static lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUstre
         }
     }
     if (!it->resident) {
-        if (!e->nslots) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "a weight is not placed yet: call lwo_streaming_plan after creating weights");
-        if (it->slot < 0 && (r = lwo__item_fill(ctx, e, it)) != 0) return r;
+        if (!e->ring_bytes) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "a weight is not placed yet: call lwo_streaming_plan after creating weights");
+        if (it->fill < 0 && (r = lwo__item_fill(ctx, e, it, 0, &placed)) != 0) return r;
+        e->fills[it->fill].pending = 0;
         it->acquired = 1;
     }
-    /* prefetch the next nslots-1 streamed weights of the order; the least recently filled slot
-       then always holds a weight used before this one. Outside a capture the window wraps into
-       the next pass, so its first weights are on their way while this pass ends. */
-    if (e->in_pass && e->order_known && e->nslots) {
+    /* prefetch the streamed weights that follow in the order, as far as the ring holds them
+       beside this one; those already there are marked as wanted, so no prefetch overwrites them.
+       Outside a capture the walk wraps into the next pass, so its first weights are on their way
+       while this pass ends. */
+    if (e->in_pass && e->order_known && e->ring_bytes) {
         size_t look = e->pos, seen = 0;
-        int window = 0;
-        while (window + 1 < e->nslots && seen < e->norder) {
+        uint64_t ahead = it->resident ? 0 : it->total;
+        while (seen < e->norder) {
             lwo__item *nx;
             if (look >= e->norder) { if (e->capturing) break; look = 0; }
             nx = e->items[e->order[look++]];
             seen++;
             if (nx->resident || nx->dead || nx == it) continue;
-            window++;
-            if (nx->slot < 0 && (r = lwo__item_fill(ctx, e, nx)) != 0) return r;
+            if ((ahead += nx->total) > e->ring_bytes) break;
+            if (nx->fill >= 0) { e->fills[nx->fill].pending = 1; continue; }
+            if ((r = lwo__item_fill(ctx, e, nx, 1, &placed)) != 0) return r;
+            if (!placed) break;
         }
     }
     if (it->resident) { *dev = it->dev; return LWO_SUCCESS; }
     if ((r = lwo__engine_wait_mark(ctx, e, cs)) != 0) return r;
-    if (!e->test_skip_ready_wait) LWO__CU(ctx, cuStreamWaitEvent(cs, e->slots[it->slot].ready, 0));
+    if (!e->test_skip_ready_wait) LWO__CU(ctx, cuStreamWaitEvent(cs, e->fills[it->fill].ready, 0));
     if ((r = lwo__engine_wait_mark(ctx, e, cs)) != 0) return r;
     *dev = it->dev;
     return LWO_SUCCESS;
@@ -3839,20 +3929,10 @@ static lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUstre
 static lwo_result lwo__item_release(lwo_context *ctx, lwo__item *it, lwo__CUstream cs) {
     lwo__engine *e = ctx->engine;
     it->acquired = 0;
-    if (it->resident || it->slot < 0) return LWO_SUCCESS;
-    LWO__CU(ctx, cuEventRecord(e->slots[it->slot].consumed, cs));
-    e->slots[it->slot].consumed_valid = 1;
+    if (it->resident || it->fill < 0) return LWO_SUCCESS;
+    LWO__CU(ctx, cuEventRecord(e->fills[it->fill].consumed, cs));
+    e->fills[it->fill].consumed_valid = 1;
     return LWO_SUCCESS;
-}
-
-/* Forgets what the slots hold (after a capture, whose transfers did not run, or a graph launch):
-   the next use refills them. */
-static void lwo__engine_forget_slots(lwo__engine *e) {
-    int k;
-    for (k = 0; k < e->nslots; k++) {
-        if (e->slots[k].item >= 0) { e->items[e->slots[k].item]->slot = -1; e->items[e->slots[k].item]->dev = 0; }
-        e->slots[k].item = -1;
-    }
 }
 
 LWO_DEF lwo_result lwo_pass_begin(lwo_context *ctx) {
@@ -3909,9 +3989,9 @@ LWO_DEF lwo_result lwo_graph_capture_begin(lwo_context *ctx) {
     /* events recorded before the capture cannot be waited on inside it: start from idle streams */
     LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
     for (k = 0; k < e->nstreams; k++) LWO__CU(ctx, cuStreamSynchronize(e->streams[k]));
-    for (k = 0; k < e->nslots; k++) e->slots[k].consumed_valid = 0;
-    /* and from empty slots, so every transfer the pass needs is part of the graph */
-    lwo__engine_forget_slots(e);
+    for (k = 0; k < e->nstreams; k++) e->graph_wait[k] = 0;
+    /* and from an empty ring, so every transfer the pass needs is part of the graph */
+    lwo__engine_forget_ring(e);
     LWO__CU(ctx, cuStreamBeginCapture(ctx->compute, 2 /* relaxed */));
     e->capturing = 1;
     return LWO_SUCCESS;
@@ -3921,7 +4001,6 @@ LWO_DEF lwo_result lwo_graph_capture_end(lwo_context *ctx, lwo_graph **out) {
     lwo__engine *e;
     lwo_graph *g;
     lwo__CUresult rc;
-    int k;
     LWO__ENTER(ctx);
     e = ctx->engine;
     if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
@@ -3938,9 +4017,8 @@ LWO_DEF lwo_result lwo_graph_capture_end(lwo_context *ctx, lwo_graph **out) {
     g->magic = LWO__MAGIC_GRAPH;
     g->ctx = ctx;
     /* the captured transfers have not run, and the events recorded during capture are not real
-       records: the slots are empty as far as the next eager use is concerned */
-    for (k = 0; k < e->nslots; k++) e->slots[k].consumed_valid = 0;
-    lwo__engine_forget_slots(e);
+       records: the ring is empty as far as the next eager use is concerned */
+    lwo__engine_forget_ring(e);
     *out = g;
     return LWO_SUCCESS;
 }
@@ -3950,18 +4028,18 @@ LWO_DEF lwo_result lwo_graph_launch(lwo_context *ctx, lwo_graph *g) {
     int k;
     LWO__ENTER(ctx);
     if (!g || g->magic != LWO__MAGIC_GRAPH || g->ctx != ctx) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'g' is not a live graph of this context");
-    /* transfers still in flight from eager prefetches write the slots the graph will fill */
+    /* transfers still in flight from eager prefetches write the bytes the graph will fill */
     e = ctx->engine;
-    for (k = 0; e && k < e->nslots; k++)
-        if (e->slots[k].item >= 0) LWO__CU(ctx, cuStreamWaitEvent(ctx->compute, e->slots[k].ready, 0));
+    for (k = 0; e && k < e->nfills; k++)
+        if (e->fills[k].live) LWO__CU(ctx, cuStreamWaitEvent(ctx->compute, e->fills[k].ready, 0));
     LWO__CU(ctx, cuGraphLaunch(g->exec, ctx->compute));
     ctx->stats.graph_launches++;
-    /* every slot may be read inside the graph: a later eager transfer waits for the whole graph */
-    for (k = 0; e && k < e->nslots; k++) {
-        LWO__CU(ctx, cuEventRecord(e->slots[k].consumed, ctx->compute));
-        e->slots[k].consumed_valid = 1;
+    /* any ring byte may be read inside the graph: a later eager transfer waits for the whole graph */
+    if (e) {
+        LWO__CU(ctx, cuEventRecord(e->graph_done, ctx->compute));
+        for (k = 0; k < e->nstreams; k++) e->graph_wait[k] = 1;
+        lwo__engine_forget_ring(e);
     }
-    if (e) lwo__engine_forget_slots(e);
     return LWO_SUCCESS;
 }
 

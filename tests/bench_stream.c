@@ -1,5 +1,6 @@
 /* bench_stream.c - the streaming benchmark: ANCHORS.md's 24-block stack (qkv 3072->9216, out
-   3072->3072, up 3072->12288, down 12288->3072; M = 4608 tokens) in bf16, fp8 and int8 storage
+   3072->3072, up 3072->12288, down 12288->3072; M = 4608 tokens) in bf16, fp8 (upcast and W8A8)
+   and int8 storage
    at budgets: all resident, half resident, the minimum. For each: ms per forward (median of 5),
    bytes streamed, and the bound max(compute-only time, streamed bytes / host-to-device bandwidth
    measured in this run). Writes "key value" lines to $LWO_BENCH_OUT; tests/bench_stream_peers.py
@@ -46,21 +47,55 @@ static lwo_result elementwise(const char *k, lwo_tensor *y, lwo_tensor *a) {
 
 typedef struct stack { lwo_weight *w[NB][4]; lwo_tensor *x, *t1, *qkv, *t2, *view; } stack;
 
+/* Op i of block b: x += out(qkv(x)[first M*H elements]); x += down(gelu(up(x))). */
+#define NOPS 7
+static const char *op_names[NOPS] = { "qkv", "out", "add", "up", "gelu", "down", "add2" };
+static lwo_result block_op(stack *s, int b, int i) {
+    switch (i) {
+    case 0: return lwo_linear(ctx, NULL, s->x, s->w[b][0], NULL, s->qkv);
+    case 1: return lwo_linear(ctx, NULL, s->view, s->w[b][1], NULL, s->t2);
+    case 3: return lwo_linear(ctx, NULL, s->x, s->w[b][2], NULL, s->t1);
+    case 4: return elementwise("gelu_bf16", s->t1, NULL);
+    case 5: return lwo_linear(ctx, NULL, s->t1, s->w[b][3], NULL, s->t2);
+    default: return elementwise("add_bf16", s->x, s->t2);
+    }
+}
+
 static lwo_result forward(stack *s) {
-    int b;
+    int b, i;
     lwo_result r;
     if ((r = lwo_pass_begin(ctx)) != 0) return r;
-    for (b = 0; b < NB; b++) {
-        /* x += out(qkv(x)[first M*H elements]); x += down(gelu(up(x))) */
-        if ((r = lwo_linear(ctx, NULL, s->x, s->w[b][0], NULL, s->qkv)) != 0) return r;
-        if ((r = lwo_linear(ctx, NULL, s->view, s->w[b][1], NULL, s->t2)) != 0) return r;
-        if ((r = elementwise("add_bf16", s->x, s->t2)) != 0) return r;
-        if ((r = lwo_linear(ctx, NULL, s->x, s->w[b][2], NULL, s->t1)) != 0) return r;
-        if ((r = elementwise("gelu_bf16", s->t1, NULL)) != 0) return r;
-        if ((r = lwo_linear(ctx, NULL, s->t1, s->w[b][3], NULL, s->t2)) != 0) return r;
-        if ((r = elementwise("add_bf16", s->x, s->t2)) != 0) return r;
-    }
+    for (b = 0; b < NB; b++)
+        for (i = 0; i < NOPS; i++)
+            if ((r = block_op(s, b, i)) != 0) return r;
     return lwo_pass_end(ctx);
+}
+
+/* One resident pass with an event between ops: where the pass's time goes, per op, summed over the
+   blocks (the events themselves cost a few microseconds each). */
+static void breakdown(stack *s, const char *fname) {
+    lwo_event *ev[NOPS + 1];
+    double sum[NOPS] = { 0 };
+    float ms;
+    int b, i;
+    char key[96];
+    for (i = 0; i <= NOPS; i++) lwo_event_create(ctx, &ev[i]);
+    if (lwo_pass_begin(ctx)) die("pass");
+    for (b = 0; b < NB; b++) {
+        lwo_event_record(ctx, ev[0], NULL);
+        for (i = 0; i < NOPS; i++) {
+            if (block_op(s, b, i)) die(op_names[i]);
+            lwo_event_record(ctx, ev[i + 1], NULL);
+        }
+        lwo_event_synchronize(ctx, ev[NOPS]);
+        for (i = 0; i < NOPS; i++) { lwo_event_elapsed_ms(ctx, ev[i], ev[i + 1], &ms); sum[i] += ms; }
+    }
+    if (lwo_pass_end(ctx)) die("pass");
+    for (i = 0; i < NOPS; i++) {
+        snprintf(key, sizeof key, "lwo_%s_resident_op_%s_ms", fname, op_names[i]);
+        emit(key, sum[i]);
+    }
+    for (i = 0; i <= NOPS; i++) lwo_event_destroy(ctx, ev[i]);
 }
 
 static int cmpf(const void *a, const void *b) { float x = *(const float *)a, y = *(const float *)b; return x < y ? -1 : x > y; }
@@ -169,6 +204,7 @@ static void run(lwo_format fmt, const char *fname, double frac, double bw, doubl
     if (lwo_streaming_plan(ctx, ws_bytes)) die("lwo_streaming_plan");
     ms = time_forward(&s, 5);
     lwo_stats_get(ctx, &st);
+    if (frac >= 1) breakdown(&s, fname);
     snprintf(key, sizeof key, "lwo_%s_%s_ms", fname, frac >= 1 ? "resident" : frac > 0 ? "half" : "minimum");
     emit(key, ms);
     snprintf(key, sizeof key, "lwo_%s_%s_streamed_GB", fname, frac >= 1 ? "resident" : frac > 0 ? "half" : "minimum");
@@ -191,8 +227,8 @@ int main(void) {
     lwo_desc d;
     double bw, compute;
     int k;
-    static const lwo_format fmts[3] = { LWO_FORMAT_BF16, LWO_FORMAT_FP8_E4M3, LWO_FORMAT_INT8 };
-    static const char *names[3] = { "bf16", "fp8", "int8" };
+    static const lwo_format fmts[4] = { LWO_FORMAT_BF16, LWO_FORMAT_FP8_E4M3, LWO_FORMAT_FP8_E4M3_W8A8, LWO_FORMAT_INT8 };
+    static const char *names[4] = { "bf16", "fp8", "fp8w8a8", "int8" };
     static const double fracs[3] = { 1.0, 0.5, 0.0 };
     int f, b;
     if (getenv("LWO_BENCH_OUT")) out = fopen(getenv("LWO_BENCH_OUT"), "a");
@@ -215,7 +251,7 @@ int main(void) {
     lwo_destroy(ctx);
     ctx = NULL;
     /* LWO_BENCH_QUICK: every format resident and at the minimum, bf16 also half resident */
-    for (f = 0; f < 3; f++) {
+    for (f = 0; f < 4; f++) {
         compute = 0;
         for (b = 0; b < 3; b++) {
             if (getenv("LWO_BENCH_QUICK") && b == 1 && f > 0) continue;

@@ -9,18 +9,29 @@ print()
 print(f"24-block stack, M=4608 (bf16 {v.get('peer_stack_GB', 0):.2f} GB); host-to-device pinned: lwo {bw:.1f} GB/s, PyTorch {v.get('peer_h2d_pinned_GBps', 0):.1f} GB/s")
 print("| storage | budget | VRAM budget GB | streamed GB/pass | ms/forward | bound ms = max(compute, bytes/bw) | ms / bound | compute waited |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-for f in ("bf16", "fp8", "int8"):
+names = {"bf16": "bf16", "fp8": "fp8 (upcast)", "fp8w8a8": "fp8 W8A8", "int8": "int8"}
+for f in ("bf16", "fp8", "fp8w8a8", "int8"):
     for b in ("resident", "half", "minimum"):
         k = f"lwo_{f}_{b}"
         if k + "_ms" not in v: continue
         ms, bound = v[k + "_ms"], v[k + "_bound_ms"]
-        print(f"| {f} | {b} | {v[k + '_budget_GB']:.2f} | {v[k + '_streamed_GB']:.2f} | {ms:.1f} | {bound:.1f} | {ms / bound:.3f} | {100 * v[k + '_wait_frac']:.1f}% |")
+        print(f"| {names[f]} | {b} | {v[k + '_budget_GB']:.2f} | {v[k + '_streamed_GB']:.2f} | {ms:.1f} | {bound:.1f} | {ms / bound:.3f} | {100 * v[k + '_wait_frac']:.1f}% |")
 print()
 print("| PyTorch peer (bf16) | ms/forward |")
 print("| --- | --- |")
 for k, n in (("peer_resident_ms", "all resident"), ("peer_side_stream_prefetch_ms", "side-stream prefetch, pinned"), ("peer_accelerate_cpu_offload_ms", "accelerate.cpu_offload")):
     if k in v: print(f"| {n} | {v[k]:.1f} |")
-if "lwo_fp8_minimum_ms" in v and "peer_side_stream_prefetch_ms" in v:
-    print(f"\nfp8 fully streamed vs PyTorch side-stream prefetch of bf16: {v['peer_side_stream_prefetch_ms'] / v['lwo_fp8_minimum_ms']:.2f}x faster")
+for f in ("fp8", "fp8w8a8", "int8"):
+    if f"lwo_{f}_minimum_ms" in v and "peer_side_stream_prefetch_ms" in v:
+        print(f"{names[f]} fully streamed vs PyTorch side-stream prefetch of bf16: {v['peer_side_stream_prefetch_ms'] / v[f'lwo_{f}_minimum_ms']:.2f}x faster")
+ops = ("qkv", "out", "add", "up", "gelu", "down", "add2")
+print()
+print("resident pass, ms per op summed over the 24 blocks (events between ops):")
+print("| storage | " + " | ".join(ops) + " | sum |")
+print("| --- |" + " --- |" * (len(ops) + 1))
+for f in ("bf16", "fp8", "fp8w8a8", "int8"):
+    row = [v.get(f"lwo_{f}_resident_op_{o}_ms") for o in ops]
+    if None in row: continue
+    print(f"| {names[f]} | " + " | ".join(f"{x:.1f}" for x in row) + f" | {sum(row):.1f} |")
 if "lwo_bf16_resident_ms" in v and "peer_resident_ms" in v:
     print(f"bf16 all resident: lwo {v['lwo_bf16_resident_ms']:.1f} ms vs PyTorch {v['peer_resident_ms']:.1f} ms")

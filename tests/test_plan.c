@@ -6,7 +6,7 @@
 #include "check.h"
 
 /* Every plan must fit the budget, stream each non-resident weight through a slot large enough,
-   and have a ring whenever something streams. */
+   have a ring whenever something streams, and give that ring the room no resident weight takes. */
 static int plan_valid(const lwo_plan_desc *d, const lwo_plan *p) {
     size_t i;
     uint64_t res = 0, str = 0;
@@ -19,6 +19,8 @@ static int plan_valid(const lwo_plan_desc *d, const lwo_plan *p) {
     if (str && (p->slots < 1 || p->slots > (d->max_slots ? d->max_slots : 4))) return 0;
     if (!str && p->slots != 0) return 0;
     if (res + (uint64_t)p->slots * p->slot_bytes + d->workspace > d->budget) return 0;
+    /* the room left over widens the slots: less than one 256-byte step per slot stays unused */
+    if (p->slots && d->budget - (res + (uint64_t)p->slots * p->slot_bytes + d->workspace) >= (uint64_t)p->slots * 256) return 0;
     return p->total_bytes == res + (uint64_t)p->slots * p->slot_bytes + d->workspace;
 }
 
