@@ -2,7 +2,7 @@
 # A short GPU call while iterating on one part: build, then the named steps, each under a timeout.
 # Steps: gemm (test_gpu_gemm), graphs (test_gpu_graphs), st (test_gpu_safetensors), gpu (test_gpu), stream (test_gpu_stream),
 # bench-gemm, bench-stream, bench-dit, dit (tests/dit_checks.sh), race-gemm (racecheck + synccheck of test_gpu_gemm, quick),
-# san (memcheck, racecheck, synccheck of test_gpu_safetensors and test_gpu_stream, quick).
+# san (memcheck, racecheck, synccheck of test_gpu_safetensors and test_gpu_stream, quick; SAN_TESTS picks others).
 # The cubin cache lives in build/lwo-cache and is copied to $OUT so a later call can carry it.
 set -u
 O=${OUT:-build/out}; mkdir -p "$O" build/lwo-cache
@@ -20,9 +20,9 @@ for step in "$@"; do
     bench-gemm) timeout 200 make -s bench-gemm >"$O/bench-gemm.log" 2>&1; rc=$?; tail -n 80 "$O/bench-gemm.log" ;;
     dit)    timeout 400 bash tests/dit_checks.sh >"$O/dit.log" 2>&1; rc=$?; tr '\r' '\n' <"$O/dit.log" | grep -v ' steps/s$' | grep -E "PASS|FAIL|passed|^\|" | tail -n 60 ;;
     race-gemm) for tool in racecheck synccheck; do LWO_TEST_QUICK=1 LWO_TEST_WGMMA_ONLY=1 timeout 110 compute-sanitizer --tool $tool --report-api-errors no build/test_gpu_gemm >"$O/$tool-gemm.log" 2>&1; rc=$?; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, " "$O/$tool-gemm.log" | tail -n 3; done ;;
-    bench-stream) LWO_BENCH_QUICK=1 timeout 250 make -s bench-stream >"$O/bench-stream.log" 2>&1; rc=$?; tail -n 30 "$O/bench-stream.log" ;;
+    bench-stream) LWO_BENCH_QUICK=1 timeout 330 make -s bench-stream >"$O/bench-stream.log" 2>&1; rc=$?; tail -n 30 "$O/bench-stream.log" ;;
     bench-dit) timeout 330 make -s bench-dit >"$O/bench-dit.log" 2>&1; rc=$?; tr '\r' '\n' <"$O/bench-dit.log" | grep -v ' steps/s$' | tail -n 30 ;;
-    san)    for t in test_gpu_safetensors test_gpu_stream; do
+    san)    for t in ${SAN_TESTS:-test_gpu_safetensors test_gpu_stream}; do
               for tool in memcheck racecheck synccheck; do
                 LWO_TEST_QUICK=1 timeout 100 compute-sanitizer --tool $tool --report-api-errors no build/$t >"$O/$tool-$t.log" 2>&1; rc=$?
                 echo "$tool $t exit $rc: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$O/$tool-$t.log" | tail -n 1) / $(tail -n 1 "$O/$tool-$t.log")"
