@@ -3498,8 +3498,9 @@ struct lwo__item {
     uint32_t id;
 };
 
-/* Ring bytes [off, off + size) hold item `item` (-1: its weight was destroyed; the bytes stay
-   taken, so the next writer still waits for their last reader). */
+/* Ring bytes [off, off + size) hold item `item`. With item -1 the fill is a remnant: its weight was
+   destroyed, or a later fill overwrote part of it. Its bytes stay taken, so the next writer there
+   still waits for their last reader and their transfer. */
 typedef struct lwo__fill {
     uint64_t off, size;
     lwo__CUevent ready, consumed;
@@ -3779,13 +3780,19 @@ static lwo_result lwo__item_fill(lwo_context *ctx, lwo__engine *e, lwo__item *it
        it would see the corruption) */
     for (i = 0; i < e->nfills; i++) {
         lwo__fill *o = &e->fills[i];
+        uint64_t end = o->off + o->size;
         if (!o->live) { if (rec < 0) rec = i; continue; }
-        if (o->off >= off + size || off >= o->off + o->size) { live++; continue; }
+        if (o->off >= off + size || off >= end) { live += o->item >= 0; continue; }
         if (o->consumed_valid && !e->test_skip_consumed_wait) LWO__CU(ctx, cuStreamWaitEvent(st, o->consumed, 0));
         LWO__CU(ctx, cuStreamWaitEvent(st, o->ready, 0));
         if (o->item >= 0) { e->items[o->item]->fill = -1; e->items[o->item]->dev = 0; }
-        o->live = 0;
-        if (rec < 0) rec = i;
+        o->item = -1;
+        o->pending = 0;
+        if (o->off >= off && end <= off + size) { o->live = 0; if (rec < 0) rec = i; continue; }
+        /* its bytes past this fill stay taken, events and all: a later write there must wait for
+           the same reader and transfer (this fill's waits cover only the bytes it overwrites) */
+        if (o->off >= off) { o->off = off + size; o->size = end - o->off; }
+        else if (end <= off + size) o->size = off - o->off;
     }
     if (rec < 0) {
         int cap = e->nfills * 2 + 16;
