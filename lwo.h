@@ -2660,27 +2660,37 @@ done:
     return r;
 }
 
-/* Turns a freshly built (resident) weight into a streamable one: its stored bytes move to host
-   homes, weight first, then bias, then scales (the order they travel in), and the arena storage
-   goes back; the tensors stay as views that acquire points at the weight's current place. */
+/* Turns a freshly built (resident) weight into a streamable one: its stored bytes move to a host
+   home laid out as the device stores them, weight first, then bias, then scales (the order they
+   travel in), so one copy moves them all; a borrowed weight keeps the caller's bytes, and its bias
+   and scales share a home of their own. The arena storage goes back; the tensors stay as views
+   that acquire points at the weight's current place. */
 static lwo_result lwo__weight_make_streamable(lwo_context *ctx, lwo_weight *w, const lwo_weight_desc *d) {
     lwo_tensor *parts[3];
     const void *host[3];
-    uint64_t bytes[3];
+    uint64_t bytes[3], off[3], total = 0;
     lwo_result r;
-    int p;
+    int p, first = 0;
     parts[0] = w->data; parts[1] = w->bias; parts[2] = w->scales;
     for (p = 0; p < 3; p++) {
-        host[p] = NULL; bytes[p] = 0;
-        if (!parts[p]) continue;
-        bytes[p] = parts[p]->bytes;
-        if (p == 0 && d->borrow_host) {
-            if ((r = lwo__home_make(ctx, d->data, bytes[p], 1, &w->homes[p])) != 0) return r;
-        } else {
-            if ((r = lwo__home_make(ctx, NULL, bytes[p], 0, &w->homes[p])) != 0) return r;
-            if ((r = lwo_tensor_download(ctx, parts[p], w->homes[p].ptr, bytes[p])) != 0) return r;
+        off[p] = total;
+        bytes[p] = parts[p] ? parts[p]->bytes : 0;
+        total += (bytes[p] + LWO__ALIGN - 1) / LWO__ALIGN * LWO__ALIGN;
+        host[p] = NULL;
+    }
+    if (d->borrow_host && parts[0]) {
+        if ((r = lwo__home_make(ctx, d->data, bytes[0], 1, &w->homes[0])) != 0) return r;
+        host[0] = w->homes[0].ptr;
+        first = 1;
+    }
+    if (total > off[first]) {
+        lwo__home *h = &w->homes[first];
+        if ((r = lwo__home_make(ctx, NULL, total - off[first], 0, h)) != 0) return r;
+        for (p = first; p < 3; p++) {
+            if (!parts[p]) continue;
+            host[p] = (unsigned char *)h->ptr + (off[p] - off[first]);
+            if ((r = lwo_tensor_download(ctx, parts[p], (void *)host[p], bytes[p])) != 0) return r;
         }
-        host[p] = w->homes[p].ptr;
     }
     LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
     for (p = 0; p < 3; p++) {
@@ -2689,7 +2699,9 @@ static lwo_result lwo__weight_make_streamable(lwo_context *ctx, lwo_weight *w, c
         parts[p]->arena_size = 0;
         parts[p]->ptr = 0;
     }
-    return lwo__item_create(ctx, host, bytes, d->placement == LWO_PLACE_STREAMED ? 2 : 0, &w->item);
+    if ((r = lwo__item_create(ctx, host, bytes, d->placement == LWO_PLACE_STREAMED ? 2 : 0, &w->item)) != 0) return r;
+    w->item->joined = first;
+    return LWO_SUCCESS;
 }
 
 /* desc.borrow_host: the caller's bytes must be exactly what the device stores. */
@@ -3489,6 +3501,7 @@ struct lwo__item {
     uint64_t bytes[LWO__PARTS], offset[LWO__PARTS];
     uint64_t total;        /* device bytes, parts at 256-byte aligned offsets */
     int force;             /* 0 auto, 1 resident, 2 streamed */
+    int joined;            /* parts from this one on lie in one host block as on the device (3: none) */
     int resident;
     lwo__CUdeviceptr dev;  /* resident storage, or its place in the ring while it has one */
     uint64_t arena_off, arena_size;
@@ -3625,6 +3638,7 @@ static lwo_result lwo__item_create(lwo_context *ctx, const void *const host[LWO_
         it->total += (it->bytes[p] + LWO__ALIGN - 1) / LWO__ALIGN * LWO__ALIGN;
     }
     it->force = force;
+    it->joined = LWO__PARTS;
     it->fill = -1;
     if (e->nitems == e->capitems) {
         size_t cap = e->capitems * 2 + 64;
@@ -3639,11 +3653,19 @@ static lwo_result lwo__item_create(lwo_context *ctx, const void *const host[LWO_
     return LWO_SUCCESS;
 }
 
-/* Copies an item's parts into device memory at dst, on stream s, weight bytes first. */
+/* Copies an item's parts into device memory at dst, on stream s, weight bytes first. Parts whose
+   host bytes lie as they will on the device travel in one copy: a small copy costs about as much
+   time as a large one's first microseconds, and a pass makes hundreds of them. */
 static lwo_result lwo__item_upload(lwo_context *ctx, const lwo__item *it, lwo__CUdeviceptr dst, lwo__CUstream s) {
-    int p;
-    for (p = 0; p < LWO__PARTS; p++)
-        if (it->bytes[p]) LWO__CU(ctx, cuMemcpyHtoDAsync(dst + it->offset[p], it->host[p], (size_t)it->bytes[p], s));
+    int p, q;
+    for (p = 0; p < LWO__PARTS; p = q) {
+        uint64_t n = it->bytes[p];
+        q = p + 1;
+        if (!n) continue;
+        if (p >= it->joined) /* the rest share one host block laid out as on the device */
+            for (; q < LWO__PARTS; q++) if (it->bytes[q]) n = it->offset[q] - it->offset[p] + it->bytes[q];
+        LWO__CU(ctx, cuMemcpyHtoDAsync(dst + it->offset[p], it->host[p], (size_t)n, s));
+    }
     return LWO_SUCCESS;
 }
 

@@ -211,6 +211,8 @@ static void run(lwo_format fmt, const char *fname, double frac, double bw, doubl
     emit(key, (double)st.last_pass_bytes / 1e9);
     snprintf(key, sizeof key, "lwo_%s_%s_budget_GB", fname, frac >= 1 ? "resident" : frac > 0 ? "half" : "minimum");
     emit(key, (double)budget / 1e9);
+    snprintf(key, sizeof key, "lwo_%s_%s_ring_MB", fname, frac >= 1 ? "resident" : frac > 0 ? "half" : "minimum");
+    emit(key, (double)st.ring_bytes / 1e6);
     snprintf(key, sizeof key, "lwo_%s_%s_wait_frac", fname, frac >= 1 ? "resident" : frac > 0 ? "half" : "minimum");
     emit(key, st.last_pass_ms > 0 ? st.wait_ms / (double)st.passes / st.last_pass_ms : 0);
     if (frac >= 1) *compute_ms = ms;

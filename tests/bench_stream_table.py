@@ -7,15 +7,15 @@ for line in open(sys.argv[1]):
 bw = v.get("lwo_h2d_pinned_GBps", 0)
 print()
 print(f"24-block stack, M=4608 (bf16 {v.get('peer_stack_GB', 0):.2f} GB); host-to-device pinned: lwo {bw:.1f} GB/s, PyTorch {v.get('peer_h2d_pinned_GBps', 0):.1f} GB/s")
-print("| storage | budget | VRAM budget GB | streamed GB/pass | ms/forward | bound ms = max(compute, bytes/bw) | ms / bound | compute waited |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+print("| storage | budget | VRAM budget GB | ring MB | streamed GB/pass | ms/forward | bound ms = max(compute, bytes/bw) | ms / bound | compute waited |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 names = {"bf16": "bf16", "fp8": "fp8 (upcast)", "fp8w8a8": "fp8 W8A8", "int8": "int8"}
 for f in ("bf16", "fp8", "fp8w8a8", "int8"):
     for b in ("resident", "half", "minimum"):
         k = f"lwo_{f}_{b}"
         if k + "_ms" not in v: continue
         ms, bound = v[k + "_ms"], v[k + "_bound_ms"]
-        print(f"| {names[f]} | {b} | {v[k + '_budget_GB']:.2f} | {v[k + '_streamed_GB']:.2f} | {ms:.1f} | {bound:.1f} | {ms / bound:.3f} | {100 * v[k + '_wait_frac']:.1f}% |")
+        print(f"| {names[f]} | {b} | {v[k + '_budget_GB']:.2f} | {v.get(k + '_ring_MB', 0):.0f} | {v[k + '_streamed_GB']:.2f} | {ms:.1f} | {bound:.1f} | {ms / bound:.3f} | {100 * v[k + '_wait_frac']:.1f}% |")
 print()
 print("| PyTorch peer (bf16) | ms/forward |")
 print("| --- | --- |")
