@@ -2397,6 +2397,7 @@ LWO_DEF lwo_result lwo_quantize_act_int8(lwo_context *ctx, lwo_stream *s, const 
 /* The streaming engine's item interface (section 8), which a streamable weight is built on. */
 typedef struct lwo__item lwo__item;
 static lwo_result lwo__item_create(lwo_context *ctx, const void *const host[3], const uint64_t bytes[3], int force, lwo__item **out);
+static void lwo__item_join_parts(lwo__item *it, int first);
 static lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUstream cs, lwo__CUdeviceptr *dev);
 static lwo_result lwo__item_release(lwo_context *ctx, lwo__item *it, lwo__CUstream cs);
 static uint64_t lwo__item_part_offset(const lwo__item *it, int part);
@@ -2700,7 +2701,7 @@ static lwo_result lwo__weight_make_streamable(lwo_context *ctx, lwo_weight *w, c
         parts[p]->ptr = 0;
     }
     if ((r = lwo__item_create(ctx, host, bytes, d->placement == LWO_PLACE_STREAMED ? 2 : 0, &w->item)) != 0) return r;
-    w->item->joined = first;
+    lwo__item_join_parts(w->item, first);
     return LWO_SUCCESS;
 }
 
@@ -3652,6 +3653,9 @@ static lwo_result lwo__item_create(lwo_context *ctx, const void *const host[LWO_
     *out = it;
     return LWO_SUCCESS;
 }
+
+/* Says that the item's parts from `first` on lie in one host block laid out as on the device. */
+static void lwo__item_join_parts(lwo__item *it, int first) { it->joined = first; }
 
 /* Copies an item's parts into device memory at dst, on stream s, weight bytes first. Parts whose
    host bytes lie as they will on the device travel in one copy: a small copy costs about as much
