@@ -1061,9 +1061,11 @@ static double rel_l2(const float *a, const float *b, uint64_t n) {
 
 /* Attention output bf16 [rows, D] (row stride ld_got) against the float64 reference `want` [rows, D]
    computed from the same bf16 q, k, v (qkv [rows, 3D]): relative L2 at most 1e-2 and every element
-   within 2e-2 * max |v|. What stays is the kernel's own error: P rounded to bf16 for its mma (2^-9
-   relative a probability), f32 sums in another order, the output's bf16 rounding; a missed key
-   tile, a key past T let in, a wrong row or head is far past either bound. NaN (the poison) fails. */
+   within 1e-2 * max |v|. What stays is the kernel's own error: P rounded to bf16 for its mma (2^-9
+   relative a probability), f32 sums in another order, the output's bf16 rounding -- an emulation
+   of that rounding in numpy gave 1.8e-3 relative L2 and at most 0.015 (of limits near 0.07) at
+   these inputs; a lost key tile, the keys past T let in, a wrong row or head go past a bound. NaN
+   (the poison) fails. */
 static int st_cmp_attention(st_counts *c, const char *what, const uint16_t *got, uint64_t ld_got, const float *want, uint64_t rows, int D,
                             const float *qkv) {
     uint64_t r, wi = 0, bad = 0;
@@ -1074,13 +1076,13 @@ static int st_cmp_attention(st_counts *c, const char *what, const uint16_t *got,
     for (r = 0; r < rows; r++) for (d = 0; d < D; d++) {
         double gv = lwo_ref_bf16_to_f32(got[r * ld_got + d]), wv = want[r * D + d], e = fabs(gv - wv);
         e2 += (gv - wv) * (gv - wv); w2 += wv * wv;
-        if (!(e <= 2e-2 * vmax)) bad++;
+        if (!(e <= 1e-2 * vmax)) bad++;
         if (!(e <= worst)) { worst = e; wi = r * D + d; }
     }
     rel = sqrt(e2 / (w2 > 0 ? w2 : 1e-300));
     ok = bad == 0 && rel <= 1e-2;
     snprintf(det, sizeof det, "%llu x %d: relative L2 %.2e (limit 1e-2), worst |error| %.3g at %llu (limit %.3g), %llu over", (unsigned long long)rows, D,
-             rel, worst, (unsigned long long)wi, 2e-2 * vmax, (unsigned long long)bad);
+             rel, worst, (unsigned long long)wi, 1e-2 * vmax, (unsigned long long)bad);
     st_report(c, ok, what, det);
     return ok;
 }

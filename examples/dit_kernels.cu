@@ -273,6 +273,9 @@ __device__ __forceinline__ float dit_ex2(float x) {
     return y;
 }
 
+/* a count as a type, for a lambda whose loop must unroll (its trip count a constant) */
+template <int N> struct dit_int { enum { value = N }; };
+
 /* 1 / x within an ulp (MUFU), for x the row sums, which are >= 1 (the max's own term is 1): the
    division's exact-rounding subroutine would cost registers for nothing the bf16 output keeps */
 __device__ __forceinline__ float dit_rcp(float x) {
@@ -284,8 +287,6 @@ __device__ __forceinline__ float dit_rcp(float x) {
 /* Byte offset of 16-byte chunk c of row r in a shared tile of rows of HD bf16 (HD * 2 bytes, a
    multiple of 128): chunk slot c ^ (r % 8). An ldmatrix phase reads one chunk column of eight
    consecutive rows; the XOR puts those eight chunks in eight different bank groups. */
-template <int N> struct dit_int { enum { value = N }; };
-
 template <int HD>
 __device__ __forceinline__ dit_u32 dit_fa_swz(int r, int c) { return (dit_u32)(r * (HD * 2) + ((c ^ (r & 7)) << 4)); }
 
