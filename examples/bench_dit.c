@@ -7,9 +7,10 @@
    per step, the host-to-device rate achieved, and the transfer bound (bytes streamed / the
    measured host-to-device bandwidth): a step can be no faster than that.
    The numbers are of the transformer's linears (lwo_linear) and of diffuse.c's kernels
-   (examples/dit_kernels.cu: LayerNorm + modulation, gated residuals, GELU, and a plain f32
-   attention, which at 4608 tokens is a large part of a step; --no-attention leaves it out to show
-   the weights' part alone). Left out of Flux: the QK RMSNorm, RoPE, the embedders and final layer.
+   (examples/dit_kernels.cu: LayerNorm + modulation, gated residuals, GELU, and attention: q, k, v
+   to bf16, then a flash-attention kernel on the tensor cores, sm_80+; --no-attention leaves it out
+   to show the weights' part alone). Left out of Flux: the QK RMSNorm, RoPE, the embedders and
+   final layer.
    Memory: bf16 keeps 24 GB of pinned host copies, fp8/int8 12 GB; one format at a time.
    Build: cc -std=c99 -O2 examples/bench_dit.c -ldl -lm -o bench_dit
    Run:   ./bench_dit [--formats bf16,fp8,int8] [--budgets 8192,16384,all] [--steps 3] [--quick] */
@@ -35,6 +36,7 @@ typedef struct bench {
     int nw;
     uint64_t workspace, graph_bytes, act_bytes;
     lwo_tensor *vec, *h, *tmp, *act, *big, *cat, *mod;
+    lwo_tensor *qkvb;      /* q, k, v as bf16 for the flash attention kernel */
     /* views, [0] the text rows, [1] the image rows */
     lwo_tensor *h_s[2], *mod_s[2], *qkv_s[2], *act_s[2], *tmp_s[2], *fc1_s[2], *gel_s[2];
     lwo_tensor *mod1, *lin1, *lin1_mlp, *cat_mlp, *cat_all;
@@ -104,13 +106,9 @@ static lwo_result k_gate(bench *b, lwo_tensor *h, const lwo_tensor *y, uint64_t 
     return dit_launch_1d(b->ctx, b->kern, "dit_gate_residual", rows * (uint64_t)D, args);
 }
 static lwo_result k_attn(bench *b, const lwo_tensor *qkv, int ld_qkv, lwo_tensor *out, int ld_out) {
-    uint64_t qp = lwo_tensor_device_ptr(qkv), op = lwo_tensor_device_ptr(out);
-    int T = b->c.T, D = b->c.D;
-    float scale = (float)(1.0 / sqrt((double)b->c.hd));
-    void *args[7];
     if (!b->c.attention) return LWO_SUCCESS;
-    args[0] = &qp; args[1] = &ld_qkv; args[2] = &T; args[3] = &D; args[4] = &scale; args[5] = &op; args[6] = &ld_out;
-    return dit_launch_3d(b->ctx, b->kern, "dit_attention_hd128", (unsigned)((T + 31) / 32), (unsigned)b->c.heads, 1, 128, args);
+    return dit_attention(b->ctx, b->kern, lwo_tensor_device_ptr(qkv), ld_qkv, b->qkvb, 1, b->c.T, b->c.D, b->c.hd,
+                         (float)(1.0 / sqrt((double)b->c.hd)), lwo_tensor_device_ptr(out), ld_out);
 }
 static lwo_result k_gelu(bench *b, const lwo_tensor *x, uint64_t rows, int cols, int ldx, lwo_tensor *y, int ldy) {
     uint64_t xp = lwo_tensor_device_ptr(x), yp = lwo_tensor_device_ptr(y);
@@ -168,7 +166,8 @@ static void bench_close(bench *b) {
 
 static uint64_t activation_bytes(const bench_cfg *c) {
     uint64_t T = (uint64_t)c->T, D = (uint64_t)c->D, H = (uint64_t)c->mlp;
-    return r256(D * 2) + 2 * r256(T * D * 4) + r256(T * D * 2) + r256(T * (3 * D + H) * 4) + r256(T * (D + H) * 2) + r256(2 * 6 * D * 4);
+    return r256(D * 2) + 2 * r256(T * D * 4) + r256(T * D * 2) + r256(T * (3 * D + H) * 4) + r256(T * (D + H) * 2) + r256(2 * 6 * D * 4) +
+           r256(T * 3 * D * 2);
 }
 
 static lwo_result bench_tensors(bench *b) {
@@ -181,6 +180,7 @@ static lwo_result bench_tensors(bench *b) {
     B_TRY(make(b, LWO_DTYPE_F32, T, 3 * D + H, &b->big), "activations");
     B_TRY(make(b, LWO_DTYPE_BF16, T, D + H, &b->cat), "activations");
     B_TRY(make(b, LWO_DTYPE_F32, 2, 6 * D, &b->mod), "activations");
+    B_TRY(make(b, LWO_DTYPE_BF16, T, 3 * D, &b->qkvb), "activations");
     B_TRY(view(b, b->h, 0, LWO_DTYPE_F32, Tt, D, &b->h_s[0]), "views");
     B_TRY(view(b, b->h, Tt * D * 4, LWO_DTYPE_F32, Ti, D, &b->h_s[1]), "views");
     B_TRY(view(b, b->mod, 0, LWO_DTYPE_F32, 1, 6 * D, &b->mod_s[0]), "views");
@@ -361,18 +361,31 @@ static lwo_result bench_budget(bench *b, uint64_t budget, double h2d, bench_row 
     return LWO_SUCCESS;
 }
 
-static double attention_ms(bench *b) {
+/* Milliseconds of one attention of a block (what k_attn enqueues: the bf16 conversion and the
+   flash kernel), and in *flash_ms of the flash kernel alone (0 below sm_80, where the plain kernel
+   runs); each the mean of 10 launches after a warm one. */
+static double attention_ms(bench *b, double *flash_ms) {
+    const int reps = 10;
     lwo_event *e0 = NULL, *e1 = NULL;
-    float ms = 0;
-    if (!b->c.attention || lwo_event_create(b->ctx, &e0) || lwo_event_create(b->ctx, &e1)) return 0;
-    k_attn(b, b->big, 3 * b->c.D, b->act, b->c.D);   /* warm */
-    lwo_event_record(b->ctx, e0, NULL);
-    k_attn(b, b->big, 3 * b->c.D, b->act, b->c.D);
-    lwo_event_record(b->ctx, e1, NULL);
-    if (lwo_event_synchronize(b->ctx, e1) || lwo_event_elapsed_ms(b->ctx, e0, e1, &ms)) ms = 0;
+    lwo_device_info info;
+    float ms = 0, fms = 0;
+    int i, D = b->c.D, ok;
+    *flash_ms = 0;
+    if (!b->c.attention || lwo_device_info_get(b->ctx, &info) || lwo_event_create(b->ctx, &e0) || lwo_event_create(b->ctx, &e1)) return 0;
+    ok = !k_attn(b, b->big, 3 * D, b->act, D) && !lwo_event_record(b->ctx, e0, NULL);   /* warm */
+    for (i = 0; ok && i < reps; i++) ok = !k_attn(b, b->big, 3 * D, b->act, D);
+    ok = ok && !lwo_event_record(b->ctx, e1, NULL) && !lwo_event_synchronize(b->ctx, e1) && !lwo_event_elapsed_ms(b->ctx, e0, e1, &ms);
+    if (ok && info.cc_major >= 8) {
+        uint64_t qb = lwo_tensor_device_ptr(b->qkvb), op = lwo_tensor_device_ptr(b->act);
+        float scale = (float)(1.0 / sqrt((double)b->c.hd));
+        ok = !lwo_event_record(b->ctx, e0, NULL);
+        for (i = 0; ok && i < reps; i++) ok = !dit_launch_flash_attention(b->ctx, b->kern, qb, 3 * D, 1, b->c.T, D, b->c.hd, scale, op, D);
+        ok = ok && !lwo_event_record(b->ctx, e1, NULL) && !lwo_event_synchronize(b->ctx, e1) && !lwo_event_elapsed_ms(b->ctx, e0, e1, &fms);
+        if (ok) *flash_ms = fms / reps;
+    }
     lwo_event_destroy(b->ctx, e0);
     lwo_event_destroy(b->ctx, e1);
-    return ms;
+    return ok ? ms / reps : 0;
 }
 
 static void usage(FILE *f) {
@@ -434,14 +447,17 @@ int main(int argc, char **argv) {
     for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         bench b;
         char blist[256], *bt, *bsave = NULL;
-        double att;
+        double att, flash, flops;
         if (strcmp(tok, "bf16") && strcmp(tok, "fp8") && strcmp(tok, "int8") && strcmp(tok, "fp8-upcast")) {
             fprintf(stderr, "bench_dit: format %s: want bf16, fp8, fp8-upcast or int8\n", tok); failed++; continue;
         }
         if (bench_open(&b, &c, tok, rnd, &verbose, &h2d)) { bench_close(&b); failed++; continue; }
-        att = attention_ms(&b);
-        printf("  host-to-device %.1f GB/s (pinned, 1 GiB copies); attention %.2f ms a block, %.3f s a step\n", h2d, att,
-               att * (c.ndouble + c.nsingle) / 1000.0);
+        att = attention_ms(&b, &flash);
+        flops = 4.0 * c.T * (double)c.T * c.hd * c.heads;   /* Q K^T and P V, 2 flops a multiply-add */
+        printf("  host-to-device %.1f GB/s (pinned, 1 GiB copies); attention %.2f ms a block (%.0f TFLOP/s), %.3f s a step", h2d, att,
+               att > 0 ? flops / (att * 1e9) : 0.0, att * (c.ndouble + c.nsingle) / 1000.0);
+        if (flash > 0) printf("; of a block's, the flash kernel %.3f ms (%.0f TFLOP/s), the q, k, v bf16 copy %.3f ms", flash, flops / (flash * 1e9), att - flash);
+        printf("\n");
         /* budgets smallest first, everything resident last: each ballast then fits in the hole the
            previous one left (a plan's placements stay until the next plan) */
         {

@@ -18,8 +18,9 @@
    Storage formats: bf16 (weights as in the file, bf16 GEMM); int8 (W8A8: per-channel int8 weights,
    activations quantized per token); fp8 = fp8-w8a8 (e4m3 weights and per-token e4m3 activations on
    fp8 tensor cores) where the GPU has them (compute capability 8.9+), else fp8-upcast (e4m3
-   weights, upcast to bf16 for each GEMM). Activations into the GEMMs are bf16; the residual stream,
-   the GEMM outputs, softmax and the sampler state are float32.
+   weights, upcast to bf16 for each GEMM). Activations into the GEMMs are bf16, and so are attention's
+   q, k, v and probabilities on the tensor cores (sm_80+); the residual stream, the GEMM outputs,
+   the softmax's running max and sums and the sampler state are float32.
 
    Build: cc -std=c99 -O2 examples/diffuse.c -ldl -lm -o diffuse      (also as C++)
    Run:   ./diffuse [--storage int8] [--vram auto] [--steps 20] [--cfg 2] [--out out.png]
@@ -623,6 +624,7 @@ typedef struct dit_gpu {
     const dit_arch *a;
     lwo_format format;
     int N, Bt, steps, cfg_on, verbose;
+    int cc;                   /* compute capability, major * 10 + minor */
     float cfg;
     uint64_t M, workspace;
     uint64_t graph_bytes;     /* weight bytes one replay of the step graph streams */
@@ -631,6 +633,7 @@ typedef struct dit_gpu {
     /* device tensors: state, step counter, labels, constants, activations (and views of them) */
     lwo_tensor *x, *counter, *labels, *pos, *ytab;
     lwo_tensor *temb, *th, *thb, *te, *sc, *tok, *h, *tmp, *act, *big, *gel, *mod, *out;
+    lwo_tensor *qkvb;         /* q, k, v as bf16 for the flash attention kernel */
     lwo_tensor *v_qkv, *v_fc1, *v_mod6, *v_mod2;
 } dit_gpu;
 
@@ -688,7 +691,8 @@ static uint64_t activation_bytes(const dit_arch *a, uint64_t N, uint64_t Bt) {
     return round256(N * a->C * a->img * a->img * 4) + 256 + round256(Bt * 4) + round256((uint64_t)a->T * D * 2) +
            round256((uint64_t)(a->classes + 1) * D * 2) + round256(Bt * a->tdim * 2) + round256(Bt * D * 4) + round256(Bt * D * 2) +
            round256(Bt * D * 4) + round256(Bt * D * 2) + round256(M * a->P * 2) + 2 * round256(M * D * 4) + round256(M * D * 2) +
-           round256(M * wide * 4) + round256(M * (uint64_t)a->mlp * 2) + round256(Bt * 6 * D * 4) + round256(M * a->P * 4);
+           round256(M * wide * 4) + round256(M * (uint64_t)a->mlp * 2) + round256(Bt * 6 * D * 4) + round256(M * a->P * 4) +
+           round256(M * 3 * D * 2);
 }
 
 /* THE place a checkpoint tensor becomes an lwo weight, with its bias. When
@@ -752,6 +756,7 @@ static lwo_result dit_gpu_open(dit_gpu *g, const dit_file *df, const dit_opts *o
     lwo_destroy(g->ctx);
     g->ctx = NULL;
     cc = info.cc_major * 10 + info.cc_minor;
+    g->cc = cc;
     g->format = storage_format(o->storage, cc);
     for (i = 0; i < df->nlin; i++) {
         uint64_t b = weight_device_bytes(&df->lin[i], g->format), ws = linear_workspace(&df->lin[i], g->format, lin_rows_of_x(df, i, (uint64_t)g->Bt, g->M));
@@ -799,6 +804,7 @@ static lwo_result dit_gpu_open(dit_gpu *g, const dit_file *df, const dit_opts *o
     DIT_TRY(tensor2(g, LWO_DTYPE_BF16, g->M, (uint64_t)a->mlp, &g->gel), "allocating activations");
     DIT_TRY(tensor2(g, LWO_DTYPE_F32, (uint64_t)g->Bt, 6 * D, &g->mod), "allocating activations");
     DIT_TRY(tensor2(g, LWO_DTYPE_F32, g->M, (uint64_t)a->P, &g->out), "allocating activations");
+    DIT_TRY(tensor2(g, LWO_DTYPE_BF16, g->M, 3 * D, &g->qkvb), "allocating activations");
     DIT_TRY(view2(g, g->big, LWO_DTYPE_F32, g->M, 3 * D, &g->v_qkv), "a view");
     DIT_TRY(view2(g, g->big, LWO_DTYPE_F32, g->M, (uint64_t)a->mlp, &g->v_fc1), "a view");
     DIT_TRY(view2(g, g->mod, LWO_DTYPE_F32, (uint64_t)g->Bt, 6 * D, &g->v_mod6), "a view");
@@ -851,17 +857,11 @@ static lwo_result k_gate(dit_gpu *g, int gate_off) {
     return dit_launch_1d(g->ctx, g->kern, "dit_gate_residual", M * D, args);
 }
 
+/* flash attention on sm_80+ (through g->qkvb), the plain f32 kernel below (dit_common.h) */
 static lwo_result k_attention(dit_gpu *g, const lwo_tensor *qkv, lwo_tensor *out) {
     const dit_arch *a = g->a;
-    uint64_t qp = lwo_tensor_device_ptr(qkv), op = lwo_tensor_device_ptr(out);
-    int T = a->T, D = a->D, ld_qkv = 3 * a->D, ld_out = a->D;
-    float scale = (float)(1.0 / sqrt((double)a->hd));
-    void *args[7];
-    args[0] = &qp; args[1] = &ld_qkv; args[2] = &T; args[3] = &D; args[4] = &scale; args[5] = &op; args[6] = &ld_out;
-    if (a->hd == 64) return dit_launch_3d(g->ctx, g->kern, "dit_attention_hd64", (unsigned)((T + 31) / 32), (unsigned)a->heads, (unsigned)g->Bt, 64, args);
-    if (a->hd == 128) return dit_launch_3d(g->ctx, g->kern, "dit_attention_hd128", (unsigned)((T + 31) / 32), (unsigned)a->heads, (unsigned)g->Bt, 128, args);
-    fprintf(stderr, "diffuse: head_dim %d: the attention kernel has head_dim 64 and 128\n", a->hd);
-    return LWO_ERROR_UNSUPPORTED;
+    return dit_attention(g->ctx, g->kern, lwo_tensor_device_ptr(qkv), 3 * a->D, g->qkvb, g->Bt, a->T, a->D, a->hd,
+                         (float)(1.0 / sqrt((double)a->hd)), lwo_tensor_device_ptr(out), a->D);
 }
 
 /* One denoising step, enqueued on the compute stream as one lwo pass (all of it capturable). */
@@ -1059,6 +1059,34 @@ static double rel_l2(const float *a, const float *b, uint64_t n) {
     return sqrt(e / (r > 0 ? r : 1e-300));
 }
 
+/* Attention output bf16 [rows, D] (row stride ld_got) against the float64 reference `want` [rows, D]
+   computed from the same bf16 q, k, v (qkv [rows, 3D]): relative L2 at most 1e-2 and every element
+   within 1e-2 * max |v|. What stays is the kernel's own error: P rounded to bf16 for its mma (2^-9
+   relative a probability), f32 sums in another order, the output's bf16 rounding -- an emulation
+   of that rounding in numpy gave 1.8e-3 relative L2 and at most 0.015 (of limits near 0.07) at
+   these inputs; a lost key tile, the keys past T let in, a wrong row or head go past a bound. NaN
+   (the poison) fails. */
+static int st_cmp_attention(st_counts *c, const char *what, const uint16_t *got, uint64_t ld_got, const float *want, uint64_t rows, int D,
+                            const float *qkv) {
+    uint64_t r, wi = 0, bad = 0;
+    double e2 = 0, w2 = 0, vmax = 0, worst = 0, rel;
+    int d, ok;
+    char det[240];
+    for (r = 0; r < rows; r++) for (d = 0; d < D; d++) vmax = fmax(vmax, fabs((double)qkv[r * 3 * D + 2 * (uint64_t)D + d]));
+    for (r = 0; r < rows; r++) for (d = 0; d < D; d++) {
+        double gv = lwo_ref_bf16_to_f32(got[r * ld_got + d]), wv = want[r * D + d], e = fabs(gv - wv);
+        e2 += (gv - wv) * (gv - wv); w2 += wv * wv;
+        if (!(e <= 1e-2 * vmax)) bad++;
+        if (!(e <= worst)) { worst = e; wi = r * D + d; }
+    }
+    rel = sqrt(e2 / (w2 > 0 ? w2 : 1e-300));
+    ok = bad == 0 && rel <= 1e-2;
+    snprintf(det, sizeof det, "%llu x %d: relative L2 %.2e (limit 1e-2), worst |error| %.3g at %llu (limit %.3g), %llu over", (unsigned long long)rows, D,
+             rel, worst, (unsigned long long)wi, 1e-2 * vmax, (unsigned long long)bad);
+    st_report(c, ok, what, det);
+    return ok;
+}
+
 static int st_upload_f32(dit_gpu *g, lwo_tensor *t, const float *v, uint64_t n) { return lwo_tensor_upload(g->ctx, t, v, n * 4) == 0; }
 static int st_upload_bf16(dit_gpu *g, lwo_tensor *t, const float *v, uint64_t n, float *rounded) {
     uint16_t *h = (uint16_t *)malloc((size_t)n * 2);
@@ -1162,20 +1190,32 @@ static void selftest_kernels(dit_gpu *g, const dit_file *df, st_counts *c) {
     ref_gelu(in, ngel, want);
     if (ok) st_cmp_bf16(c, "dit_gelu_tanh_bf16", gb, want, ngel, 1, 1e-6); else st_report(c, 0, "dit_gelu_tanh_bf16", lwo_last_error(ctx));
 
-    /* attention (scores of a realistic spread: q, k ~ N(0, 1.5^2)) */
+    /* attention as the model runs it (scores of a realistic spread: q, k ~ N(0, 1.5^2)): the flash
+       kernel on sm_80+, against the reference from the bf16 q, k, v it reads; then the plain kernel
+       (the sm_75 path) against the f32 reference at a bf16 ulp */
     {
         double *sbuf = (double *)malloc((size_t)T * sizeof *sbuf);
+        float scale = (float)(1.0 / sqrt((double)a->hd));
+        int ld_qkv = 3 * Di, ld_out = Di, hd = a->hd;
+        const char *plain = hd == 64 ? "dit_attention_hd64" : "dit_attention_hd128";
         for (i = 0; i < M * 3 * D; i++) in[i] = 1.5f * st_randn();
         ok = sbuf && st_upload_f32(g, g->v_qkv, in, M * 3 * D) && st_poison(g, g->act);
         ok = ok && !k_attention(g, g->v_qkv, g->act) && !lwo_tensor_download(ctx, g->act, gb, M * D * 2);
-        if (sbuf) ref_attention(in, Bti, T, Di, a->heads, (float)(1.0 / sqrt((double)a->hd)), sbuf, want);
-        if (ok) st_cmp_bf16(c, a->hd == 64 ? "dit_attention_hd64" : "dit_attention_hd128", gb, want, M * D, 1, 1e-5);
+        for (i = 0; i < M * 3 * D; i++) in2[i] = g->cc >= 80 ? lwo_ref_bf16_to_f32(lwo_ref_f32_to_bf16(in[i])) : in[i];
+        if (sbuf) ref_attention(in2, Bti, T, Di, a->heads, scale, sbuf, want);
+        if (ok) st_cmp_attention(c, g->cc >= 80 ? "dit_attention (flash, the model's)" : "dit_attention (plain, the model's)", gb, D, want, M, Di, in2);
         else st_report(c, 0, "dit_attention", lwo_last_error(ctx));
+        ok = sbuf && st_poison(g, g->act);
+        args[0] = &bigp; args[1] = &ld_qkv; args[2] = &T; args[3] = &Di; args[4] = &scale; args[5] = &actp; args[6] = &ld_out;
+        ok = ok && !dit_launch_3d(ctx, g->kern, plain, (unsigned)((T + 31) / 32), (unsigned)a->heads, (unsigned)Bti, (unsigned)hd, args);
+        ok = ok && !lwo_tensor_download(ctx, g->act, gb, M * D * 2);
+        if (sbuf) ref_attention(in, Bti, T, Di, a->heads, scale, sbuf, want);
+        if (ok) st_cmp_bf16(c, plain, gb, want, M * D, 1, 1e-5); else st_report(c, 0, plain, lwo_last_error(ctx));
         free(sbuf);
     }
 
-    /* the kernels only bench_dit.c uses on this model's buffers: head_dim 128 (2 heads of the same
-       width), GELU on a strided block */
+    /* kernels of bench_dit.c's on this model's buffers: the plain head_dim 128 attention (its path
+       below sm_80; 2 heads of the same width), GELU on a strided block */
     {
         double *sbuf = (double *)malloc((size_t)T * sizeof *sbuf);
         int ld_qkv = 3 * Di, ld_out = Di;
@@ -1244,6 +1284,76 @@ done:
     free(in); free(in2); free(want); free(got); free(modv); free(gb); free(lab); free(tab); free(posf);
 }
 
+/* The attention path (dit_attention: the bf16 conversion, then the flash kernel; the plain kernel
+   below sm_80) over shapes the model does not have: head_dim 64 and 128, T from one key to past a
+   thousand (a lone key, a partial key tile, partial query blocks, exact multiples of both tiles),
+   one and two samples. Fresh inputs; q, k, v rows of stride 3D + 4 and output rows of D + 8, so
+   both strides matter; the bf16 copy, the output and XROWS rows past it poisoned first: the copy
+   must match lwo_ref_f32_to_bf16 exactly, nothing may land in the output's padding or past its
+   last row. Its own context, as the model's buffers are sized for the model's T. */
+static void selftest_attention(const dit_opts *o, st_counts *c) {
+    static const int cases[][4] = {   /* head_dim, heads, T, samples */
+        { 64, 2, 1, 1 }, { 64, 3, 77, 2 }, { 64, 2, 333, 1 }, { 64, 1, 1024, 1 },
+        { 128, 2, 1, 1 }, { 128, 2, 77, 2 }, { 128, 1, 128, 1 }, { 128, 2, 333, 1 }, { 128, 2, 1100, 1 } };
+    enum { NC = sizeof cases / sizeof cases[0], XROWS = 16 };
+    lwo_desc desc;
+    lwo_device_info info;
+    lwo_context *ctx = NULL;
+    lwo_module *m = NULL;
+    lwo_tensor *tq = NULL, *tb = NULL, *to = NULL;
+    uint64_t nq = 0, nb = 0, no = 0, shape[1], r, tmax = 0;
+    float *in = NULL, *rnd = NULL, *want = NULL;
+    uint16_t *gb = NULL, *ob = NULL;
+    double *sbuf = NULL;
+    int k, verbose = o->verbose, conv_bad = 0, pad_bad = 0, ok;
+    char d[200];
+    for (k = 0; k < NC; k++) {
+        uint64_t rows = (uint64_t)cases[k][2] * cases[k][3], D = (uint64_t)cases[k][0] * cases[k][1];
+        if (rows * (3 * D + 4) > nq) nq = rows * (3 * D + 4);
+        if (rows * 3 * D > nb) nb = rows * 3 * D;
+        if ((rows + XROWS) * (D + 8) > no) no = (rows + XROWS) * (D + 8);
+        if ((uint64_t)cases[k][2] > tmax) tmax = (uint64_t)cases[k][2];
+    }
+    memset(&desc, 0, sizeof desc);
+    desc.log = dit_log;
+    desc.log_user = &verbose;
+    desc.log_level = verbose ? LWO_LOG_INFO : LWO_LOG_WARN;
+    desc.vram_budget = 64ull << 20;
+    in = (float *)malloc((size_t)nq * 4); rnd = (float *)malloc((size_t)nb * 4); want = (float *)malloc((size_t)nb / 3 * 4);
+    gb = (uint16_t *)malloc((size_t)nb * 2); ob = (uint16_t *)malloc((size_t)no * 2); sbuf = (double *)malloc((size_t)tmax * sizeof *sbuf);
+    ok = in && rnd && want && gb && ob && sbuf && !lwo_create(&desc, &ctx) && !lwo_device_info_get(ctx, &info) && !dit_module_compile(ctx, &m);
+    shape[0] = nq; ok = ok && !lwo_tensor_create(ctx, LWO_DTYPE_F32, 1, shape, &tq);
+    shape[0] = nb; ok = ok && !lwo_tensor_create(ctx, LWO_DTYPE_BF16, 1, shape, &tb);
+    shape[0] = no; ok = ok && !lwo_tensor_create(ctx, LWO_DTYPE_BF16, 1, shape, &to);
+    if (!ok) { st_report(c, 0, "attention sweep: setup", ctx ? lwo_last_error(ctx) : "out of host memory"); goto done; }
+    for (k = 0; k < NC; k++) {
+        const int hd = cases[k][0], heads = cases[k][1], T = cases[k][2], Bt = cases[k][3], D = hd * heads, ldq = 3 * D + 4, ldo = D + 8;
+        const uint64_t rows = (uint64_t)T * Bt;
+        const float scale = (float)(1.0 / sqrt((double)hd));
+        int dd, col;
+        char what[96];
+        for (r = 0; r < rows * ldq; r++) in[r] = 1.5f * st_randn();
+        for (r = 0; r < rows; r++) for (col = 0; col < 3 * D; col++) rnd[r * 3 * D + col] = lwo_ref_bf16_to_f32(lwo_ref_f32_to_bf16(in[r * ldq + col]));
+        ok = !lwo_tensor_upload(ctx, tq, in, rows * ldq * 4) && !lwo_tensor_fill_bytes(ctx, NULL, tb, 0xff) && !lwo_tensor_fill_bytes(ctx, NULL, to, 0xff);
+        ok = ok && !dit_attention(ctx, m, lwo_tensor_device_ptr(tq), ldq, tb, Bt, T, D, hd, scale, lwo_tensor_device_ptr(to), ldo);
+        ok = ok && !lwo_tensor_download(ctx, to, ob, (rows + XROWS) * ldo * 2) && !lwo_tensor_download(ctx, tb, gb, rows * 3 * D * 2);
+        snprintf(what, sizeof what, "attention hd %d, %d heads, T %d, %d sample%s", hd, heads, T, Bt, Bt > 1 ? "s" : "");
+        if (!ok) { st_report(c, 0, what, lwo_last_error(ctx)); continue; }
+        if (info.cc_major >= 8)
+            for (r = 0; r < rows * 3 * D; r++) conv_bad += gb[r] != lwo_ref_f32_to_bf16(in[r / (3 * D) * ldq + r % (3 * D)]);
+        for (r = 0; r < rows + XROWS; r++) for (dd = 0; dd < ldo; dd++) if (r >= rows || dd >= D) pad_bad += ob[r * ldo + dd] != 0xffff;
+        ref_attention(rnd, Bt, T, D, heads, scale, sbuf, want);
+        st_cmp_attention(c, what, ob, (uint64_t)ldo, want, rows, D, rnd);
+    }
+    snprintf(d, sizeof d, "%d of the copies' elements differ from lwo_ref_f32_to_bf16%s", conv_bad, info.cc_major >= 8 ? "" : " (not used below sm_80)");
+    st_report(c, conv_bad == 0, "dit_qkv_to_bf16", d);
+    snprintf(d, sizeof d, "%d elements of the outputs' padding and the rows past them written", pad_bad);
+    st_report(c, pad_bad == 0, "attention writes only its output", d);
+done:
+    lwo_destroy(ctx);
+    free(in); free(rnd); free(want); free(gb); free(ob); free(sbuf);
+}
+
 /* The selftest: kernels; then one whole step against the CPU model; graph replays against eager
    steps; a streamed run against the resident one, bit for bit. */
 static int selftest(const dit_file *df, const dit_opts *o) {
@@ -1263,6 +1373,7 @@ static int selftest(const dit_file *df, const dit_opts *o) {
     printf("selftest: %d samples (classes %d, %d), cfg %g, storage %s\n", N, labels[0], labels[1], cfg, o->storage);
     if (dit_gpu_open(g, df, o, N, DIT_VRAM_ALL, 0, steps, cfg, o->verbose)) { dit_gpu_close(g); printf("0 passed, 1 failed\n"); return 1; }
     selftest_kernels(g, df, &c);
+    selftest_attention(o, &c);
 
     /* one eager step: the model output against the CPU model's, and the state after the step */
     {

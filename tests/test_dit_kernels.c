@@ -1,16 +1,52 @@
 /* NVRTC compiles the diffusion examples' kernel source (examples/dit_kernels.cu, as embedded in
    examples/dit_common.h) for every arch lwo supports, with the options the examples use; no GPU
-   needed. The kernels' results are checked on the GPU by `diffuse --selftest`. */
+   needed. On the tensor-core archs ptxas's report of the flash-attention kernels must show no
+   stack frame and no spills: their accumulators, scores and Q fragments are meant to live in
+   registers, and a spill would put local memory in the loop over key tiles. The kernels' results
+   are checked on the GPU by `diffuse --selftest`. */
 #define LWO_IMPLEMENTATION
 #include "../lwo.h"
 #include "../examples/dit_common.h"
 #include "check.h"
 
+/* Compiles src for arch with ptxas's -v and checks its report of each flash kernel. */
+static void check_ptxas_report(const lwo__nvrtc *nv, const char *src, const char *arch) {
+    static const char *const flash[] = { "dit_flash_attention_hd64", "dit_flash_attention_hd128" };
+    char archopt[32];
+    const char *opts[5];
+    lwo__nvrtcProgram p = NULL;
+    size_t logn = 0, k;
+    char *log = NULL;
+    int rc;
+    snprintf(archopt, sizeof archopt, "-arch=%s", arch);
+    opts[0] = archopt; opts[1] = "-std=c++17"; opts[2] = "-default-device"; opts[3] = "--fmad=false"; opts[4] = "--ptxas-options=-v";
+    rc = nv->nvrtcCreateProgram(&p, src, "dit_kernels.cu", 0, NULL, NULL);
+    if (rc == 0) rc = nv->nvrtcCompileProgram(p, 5, opts);
+    if (p && nv->nvrtcGetProgramLogSize(p, &logn) == 0 && (log = (char *)malloc(logn + 1)) != NULL) { log[0] = 0; nv->nvrtcGetProgramLog(p, log); log[logn] = 0; }
+    CHECK(rc == 0 && log, "%s: the compile with ptxas -v (error %d)", arch, rc);
+    for (k = 0; rc == 0 && log && k < sizeof flash / sizeof *flash; k++) {
+        char key[96];
+        const char *at, *used;
+        int stack = -1, st = -1, ld = -1, regs = -1;
+        snprintf(key, sizeof key, "Function properties for %s\n", flash[k]);
+        at = strstr(log, key);
+        /* the next line: "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" */
+        if (at) { at += strlen(key); sscanf(at, "ptxas . %d bytes stack frame, %d bytes spill stores, %d bytes spill loads", &stack, &st, &ld); }
+        used = at ? strstr(at, "Used ") : NULL;
+        if (used) sscanf(used, "Used %d registers", &regs);
+        CHECK(at && stack == 0 && st == 0 && ld == 0 && regs > 0, "%s %s: stack %d, spill stores %d, spill loads %d (want 0, 0, 0)", arch, flash[k], stack, st, ld);
+        printf("  %-7s %-26s %3d registers, %d bytes stack, %d + %d bytes spilled\n", arch, flash[k], regs, stack, st, ld);
+    }
+    free(log);
+    if (p) nv->nvrtcDestroyProgram(&p);
+}
+
 int main(void) {
     static const char *const archs[] = { "sm_75", "sm_80", "sm_86", "sm_89", "sm_90a", "sm_100", "sm_120" };
     static const char *const kernels[] = { "dit_patchify", "dit_time_embed", "dit_silu_bf16", "dit_condition", "dit_embed_pos",
                                            "dit_ln_modulate", "dit_gate_residual", "dit_gelu_tanh_bf16", "dit_gelu_tanh_bf16_2d", "dit_attention_hd64",
-                                           "dit_attention_hd128", "dit_euler", "dit_step_advance" };
+                                           "dit_attention_hd128", "dit_qkv_to_bf16", "dit_flash_attention_hd64", "dit_flash_attention_hd128",
+                                           "dit_euler", "dit_step_advance" };
     static char err[LWO__ERROR_CAP];
     lwo__nvrtc nv;
     size_t i, k, n = 0, np = sizeof dit_kernel_source_parts / sizeof *dit_kernel_source_parts;
@@ -39,6 +75,7 @@ int main(void) {
         }
         printf("  %-7s %8zu bytes in %6.0f ms\n", archs[i], size, lwo__now_ms() - t0);
         LWO_FREE(cubin);
+        if (strcmp(archs[i], "sm_75")) check_ptxas_report(&nv, src, archs[i]);
     }
     free(src);
     lwo__nvrtc_unload(&nv);
