@@ -6,6 +6,7 @@ project's own Triton peer (tests/bench_gemm_triton.py): "Triton int8 GEMM+dequan
 epilogue fused, on already-quantized operands) and "Triton W8A8 e2e" (Triton quantize + that GEMM),
 each checked against torch._int_mm before it is timed. Without Triton those two rows are skipped.
 Run beside build/bench_gemm in one GPU call (make bench-gemm) and compare the TF columns."""
+import os
 import statistics
 import sys
 
@@ -62,7 +63,7 @@ def main():
         return
     dev = "cuda"
     print(f"peers on {torch.cuda.get_device_name()} (torch {torch.__version__})")
-    tri = load_triton()
+    tri = None if os.environ.get("LWO_BENCH_NO_TRITON") else load_triton()
     print(f"{'M x K x N':20s} {'peer':24s} {'ms':>10s} {'TF':>10s}")
     for M, K, N in SHAPES:
         flop = 2.0 * M * N * K

@@ -142,23 +142,41 @@ static void run_suite(const lwo_device_info *info) {
     }
 }
 
-/* Each kernel family lwo has for the device: on sm_90a the wgmma kernels (the default), then the
-   mma.sync ones (lwo_desc.gemm_kernels = 1); elsewhere the default is mma.sync. */
+/* One Hopper tile forced (lwo_desc.gemm_kernels 2..4): its edges, a persistent grid with more tiles
+   than multiprocessors and a last group of row tiles shorter than the others (2500 rows), and a
+   drawn shape, every format. */
+static void run_tile_suite(void) {
+    static const uint64_t shapes[][3] = { { 1, 200, 328 }, { 129, 257, 200 }, { 1000, 200, 328 }, { 2500, 2100, 328 } };
+    static const lwo_dtype outs[] = { LWO_DTYPE_BF16, LWO_DTYPE_F16, LWO_DTYPE_F32 };
+    int f, s;
+    for (f = 0; f < LWO_FORMAT_COUNT; f++) {
+        for (s = 0; s < (int)(sizeof shapes / sizeof *shapes); s++)
+            run_case((lwo_format)f, outs[(f + s) % 3], (f + s) & 1, 0, shapes[s][0], shapes[s][1], shapes[s][2]);
+        run_case((lwo_format)f, outs[check_rand_u64() % 3], (int)(check_rand_u64() & 1), 0,
+                 1 + check_rand_u64() % 3000, 1 + check_rand_u64() % 3000, 1 + check_rand_u64() % 1000);
+    }
+}
+
+/* Each kernel family lwo has for the device: on sm_90a the wgmma kernels (the default, its tile
+   chosen per shape), the mma.sync ones (lwo_desc.gemm_kernels = 1), then each wgmma tile forced
+   (2, 3, 4); elsewhere only the default, which is mma.sync. */
 int main(void) {
     lwo_desc desc;
     lwo_device_info info;
     int pass;
+    static const char *const family[] = { "wgmma (tile per shape)", "mma.sync", "wgmma 64x128", "wgmma 128x128", "wgmma 128x256" };
     check_seed("test_gpu_gemm");
-    /* LWO_TEST_WGMMA_ONLY: the first family only (the sanitizer runs look at the new kernels) */
-    for (pass = 0; pass < (getenv("LWO_TEST_WGMMA_ONLY") ? 1 : 2); pass++) {
+    /* LWO_TEST_WGMMA_ONLY: the wgmma passes only (the sanitizer runs look at the pipelined kernels) */
+    for (pass = 0; pass < 5; pass++) {
+        if (pass == 1 && getenv("LWO_TEST_WGMMA_ONLY")) continue;
         memset(&desc, 0, sizeof desc);
         desc.vram_budget = (uint64_t)8 << 30;
         desc.gemm_kernels = pass;
         if (lwo_create(&desc, &ctx) != LWO_SUCCESS) { printf("lwo_create: %s\n", lwo_last_error(ctx)); CHECK(0, "no context"); lwo_destroy(ctx); return CHECK_SUMMARY(); }
         lwo_device_info_get(ctx, &info);
-        if (pass == 1 && strcmp(info.arch, "sm_90a") != 0) { lwo_destroy(ctx); break; }
-        printf("%s (%s), %s GEMMs\n", info.name, info.arch, pass == 0 && strcmp(info.arch, "sm_90a") == 0 ? "wgmma" : "mma.sync");
-        run_suite(&info);
+        if (pass >= 1 && strcmp(info.arch, "sm_90a") != 0) { lwo_destroy(ctx); break; }
+        printf("%s (%s), %s GEMMs\n", info.name, info.arch, strcmp(info.arch, "sm_90a") == 0 ? family[pass] : "mma.sync");
+        if (pass < 2) run_suite(&info); else run_tile_suite();
         lwo_destroy(ctx);
     }
     return CHECK_SUMMARY();
