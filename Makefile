@@ -125,6 +125,15 @@ bench: $(B)/bench
 # int8 weights streamed under a budget that holds a quarter of them
 # A Flux-sized transformer (about 12 B parameters, random weights) streamed under 8 and 16 GiB and
 # resident, per storage format: s/step, VRAM, H2D rate and the transfer bound (examples/bench_dit.c)
+# Fill build/lwo-cache with the cubins a GPU run needs, compiled here by NVRTC (no GPU needed):
+# a GPU call that carries build/lwo-cache starts without minutes of compiling.
+WARM_ARCH ?= sm_90a
+$(B)/warm_cache: tools/warm_cache.c examples/dit_common.h $(HDR) | $(B)
+	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
+warm-cache: $(B)/warm_cache
+	$(B)/warm_cache --arch $(WARM_ARCH) $(B)/lwo-cache
+.PHONY: warm-cache
+
 bench-dit: $(B)/bench_dit
 	$(B)/bench_dit
 
