@@ -2872,7 +2872,7 @@ typedef struct lwo__wg_tile { const char *suffix; unsigned bm, bn, cwg, cl; doub
 #define LWO__WG_TILES 4
 static const lwo__wg_tile lwo__wg_tiles[LWO__WG_TILES] = {
     { "wg64", 64, 128, 1, 1, 0.6 }, { "wg128", 128, 128, 2, 1, 0.8 }, { "wg256", 128, 256, 2, 1, 1.0 },
-    { "wg256x2", 128, 256, 2, 2, 1.1 } };
+    { "wg256x2", 128, 256, 2, 2, 0.99 } };
 
 /* Tile choice: the tile whose estimated time is least, the time being the rounds of tiles the
    persistent grid runs (a partly filled last round costs a whole one) times the tile's area over
