@@ -59,6 +59,8 @@ int main(void) {
     lwo_desc desc;
     lwo_device_info info;
     int s, f;
+    /* LWO_BENCH_TILES: which forced tiles to time, as lwo_desc.gemm_kernels digits (default "2345") */
+    const char *tiles = getenv("LWO_BENCH_TILES");
     memset(&desc, 0, sizeof desc);
     desc.vram_budget = (uint64_t)16 << 30;
     if (lwo_create(&desc, &ctx) != LWO_SUCCESS) { fprintf(stderr, "lwo_create: %s\n", lwo_last_error(ctx)); lwo_destroy(ctx); return 1; }
@@ -90,7 +92,11 @@ int main(void) {
             g_gemm_only = 0; te = time_ms();   /* first: it also sizes the workspace the GEMM-only run reads */
             g_gemm_only = 1; tg = time_ms();
             if (strcmp(info.arch, "sm_90a") == 0)
-                for (t = 0; t < 4; t++) { ctx->desc.gemm_kernels = 2 + t; tt[t] = time_ms(); ctx->desc.gemm_kernels = 0; }
+                for (t = 0; t < 4; t++) {
+                    char digit = (char)('2' + t);
+                    if (tiles && !strchr(tiles, digit)) continue;
+                    ctx->desc.gemm_kernels = 2 + t; tt[t] = time_ms(); ctx->desc.gemm_kernels = 0;
+                }
             printf("%5llux%5llux%5llu  %-11s %9.3f %8.1f %9.3f %9.3f %9.3f %9.3f %9.3f %8.1f\n", (unsigned long long)M, (unsigned long long)K,
                    (unsigned long long)N, fmts[f] == LWO_FORMAT_BF16 ? "bf16" : fmts[f] == LWO_FORMAT_FP8_E4M3 ? "fp8 upcast" :
                    fmts[f] == LWO_FORMAT_INT8 ? "int8 w8a8" : "fp8 w8a8", tg, flop / tg * 1e-9, tt[0], tt[1], tt[2], tt[3], te, flop / te * 1e-9);
