@@ -654,7 +654,8 @@ typedef struct lwo_stats {
     uint64_t bytes_uploaded, bytes_downloaded;
     uint64_t modules_compiled, modules_from_cache;
     /* streaming (section 8) */
-    uint64_t bytes_streamed, transfers;  /* host-to-device weight traffic through the ring */
+    uint64_t bytes_streamed, transfers;  /* host-to-device weight traffic through the ring (a
+                                            captured pass counts at each lwo_graph_launch) */
     uint64_t passes, order_deviations;   /* passes ended; acquisitions that left the learned order */
     uint64_t graph_launches;
     /* lwo_linear's per-weight graphs (lwo_desc.graph_cache) */
@@ -717,6 +718,9 @@ LWO_API lwo_result lwo_graph_capture_begin(lwo_context *ctx);
 LWO_API lwo_result lwo_graph_capture_end(lwo_context *ctx, lwo_graph **out);
 LWO_API lwo_result lwo_graph_launch(lwo_context *ctx, lwo_graph *g);
 LWO_API void lwo_graph_destroy(lwo_context *ctx, lwo_graph *g);
+/* Host-to-device bytes one launch of g streams (lwo_stats.bytes_streamed grows by this per launch;
+   the capture itself counts nothing). 0 for NULL. */
+LWO_API uint64_t lwo_graph_bytes_streamed(const lwo_graph *g);
 
 #ifdef __cplusplus
 }
@@ -3608,9 +3612,11 @@ typedef struct lwo__engine {
     int pass_timed;        /* a pass's events were recorded and not yet read */
     int pass_timing;       /* the open pass recorded its start event */
     uint64_t pass_bytes0, pass_bytes;
+    uint64_t cap_bytes0, cap_transfers0; /* stats when the open capture began */
 } lwo__engine;
 
-struct lwo_graph { uint32_t magic; lwo_context *ctx; lwo__CUgraph graph; lwo__CUgraphExec exec; };
+/* bytes, transfers: what one launch moves (stats count them per launch, not at capture) */
+struct lwo_graph { uint32_t magic; lwo_context *ctx; lwo__CUgraph graph; lwo__CUgraphExec exec; uint64_t bytes, transfers; };
 #define LWO__MAGIC_GRAPH 0x6c776f47u
 
 static lwo_result lwo__engine_get(lwo_context *ctx, lwo__engine **out) {
@@ -4085,6 +4091,8 @@ LWO_DEF lwo_result lwo_graph_capture_begin(lwo_context *ctx) {
     lwo__engine_forget_ring(e);
     LWO__CU(ctx, cuStreamBeginCapture(ctx->compute, 2 /* relaxed */));
     e->capturing = 1;
+    e->cap_bytes0 = ctx->stats.bytes_streamed;
+    e->cap_transfers0 = ctx->stats.transfers;
     return LWO_SUCCESS;
 }
 
@@ -4107,6 +4115,11 @@ LWO_DEF lwo_result lwo_graph_capture_end(lwo_context *ctx, lwo_graph **out) {
     if (rc) { ctx->cu.cuGraphDestroy(g->graph); LWO_FREE(g); return lwo__cuda_fail(ctx, rc, "cuGraphInstantiateWithFlags"); }
     g->magic = LWO__MAGIC_GRAPH;
     g->ctx = ctx;
+    /* the captured transfers move nothing until the graph runs: each launch counts them */
+    g->bytes = ctx->stats.bytes_streamed - e->cap_bytes0;
+    g->transfers = ctx->stats.transfers - e->cap_transfers0;
+    ctx->stats.bytes_streamed = e->cap_bytes0;
+    ctx->stats.transfers = e->cap_transfers0;
     /* the captured transfers have not run, and the events recorded during capture are not real
        records: the ring is empty as far as the next eager use is concerned */
     lwo__engine_forget_ring(e);
@@ -4125,6 +4138,8 @@ LWO_DEF lwo_result lwo_graph_launch(lwo_context *ctx, lwo_graph *g) {
         if (e->fills[k].live) LWO__CU(ctx, cuStreamWaitEvent(ctx->compute, e->fills[k].ready, 0));
     LWO__CU(ctx, cuGraphLaunch(g->exec, ctx->compute));
     ctx->stats.graph_launches++;
+    ctx->stats.bytes_streamed += g->bytes;
+    ctx->stats.transfers += g->transfers;
     /* any ring byte may be read inside the graph: a later eager transfer waits for the whole graph */
     if (e) {
         LWO__CU(ctx, cuEventRecord(e->graph_done, ctx->compute));
@@ -4133,6 +4148,8 @@ LWO_DEF lwo_result lwo_graph_launch(lwo_context *ctx, lwo_graph *g) {
     }
     return LWO_SUCCESS;
 }
+
+LWO_DEF uint64_t lwo_graph_bytes_streamed(const lwo_graph *g) { return g && g->magic == LWO__MAGIC_GRAPH ? g->bytes : 0; }
 
 LWO_DEF void lwo_graph_destroy(lwo_context *ctx, lwo_graph *g) {
     if (!ctx || ctx->magic != LWO__MAGIC_CTX || !g || g->magic != LWO__MAGIC_GRAPH || g->ctx != ctx) return;

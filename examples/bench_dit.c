@@ -312,7 +312,7 @@ static lwo_result bench_budget(bench *b, uint64_t budget, double h2d, bench_row 
     lwo_stats st;
     lwo_tensor *ballast = NULL;
     lwo_graph *g = NULL;
-    uint64_t before, shape[1];
+    uint64_t shape[1];
     double t0;
     int i;
     B_TRY(lwo_memory_stats_get(b->ctx, &ms), "lwo_memory_stats_get");
@@ -330,13 +330,10 @@ static lwo_result bench_budget(bench *b, uint64_t budget, double h2d, bench_row 
     if (forward(b)) return LWO_ERROR_CUDA;
     B_TRY(lwo_stream_synchronize(b->ctx, NULL), "an eager pass");
     row->s_eager = dit_now_s() - t0;
-    B_TRY(lwo_stats_get(b->ctx, &st), "lwo_stats_get");
-    before = st.bytes_streamed;
     B_TRY(lwo_graph_capture_begin(b->ctx), "lwo_graph_capture_begin");
     if (forward(b)) { lwo_graph_capture_end(b->ctx, &g); lwo_graph_destroy(b->ctx, g); return LWO_ERROR_CUDA; }
     B_TRY(lwo_graph_capture_end(b->ctx, &g), "lwo_graph_capture_end");
-    B_TRY(lwo_stats_get(b->ctx, &st), "lwo_stats_get");
-    b->graph_bytes = st.bytes_streamed - before;
+    b->graph_bytes = lwo_graph_bytes_streamed(g);
     t0 = dit_now_s();
     for (i = 0; i < b->c.steps; i++) {
         B_TRY(lwo_graph_launch(b->ctx, g), "lwo_graph_launch");

@@ -923,20 +923,14 @@ static lwo_result dit_gpu_step(dit_gpu *g) {
    modules -- none of which may happen inside a capture), then the state is reset and one step is
    captured as a graph. */
 static lwo_result dit_gpu_capture(dit_gpu *g, const float *x0, const int *labels, lwo_graph **graph) {
-    lwo_stats st;
-    uint64_t before;
     DIT_TRY(dit_gpu_reset(g, x0, labels), "reset");
     if (dit_gpu_step(g)) return LWO_ERROR_CUDA;
     DIT_TRY(lwo_stream_synchronize(g->ctx, NULL), "the warm-up step");
     DIT_TRY(dit_gpu_reset(g, x0, labels), "reset");
-    DIT_TRY(lwo_stats_get(g->ctx, &st), "lwo_stats_get");
-    before = st.bytes_streamed;
     DIT_TRY(lwo_graph_capture_begin(g->ctx), "lwo_graph_capture_begin");
     if (dit_gpu_step(g)) { lwo_graph *junk = NULL; lwo_graph_capture_end(g->ctx, &junk); lwo_graph_destroy(g->ctx, junk); return LWO_ERROR_CUDA; }
     DIT_TRY(lwo_graph_capture_end(g->ctx, graph), "lwo_graph_capture_end");
-    /* lwo counts a transfer when it enqueues it: the captured ones once, not per replay */
-    DIT_TRY(lwo_stats_get(g->ctx, &st), "lwo_stats_get");
-    g->graph_bytes = st.bytes_streamed - before;
+    g->graph_bytes = lwo_graph_bytes_streamed(*graph);
     return LWO_SUCCESS;
 }
 
@@ -954,8 +948,8 @@ static void print_stats(dit_gpu *g, int replays) {
     lwo_memory_stats_get(g->ctx, &ms);
     printf("peak VRAM %.1f MiB of a %.1f MiB budget; weights resident %.2f MiB, ring %.2f MiB\n", ms.peak / 1048576.0, ms.budget / 1048576.0,
            st.resident_bytes / 1048576.0, st.ring_bytes / 1048576.0);
-    /* st.bytes_streamed counts what lwo enqueued: the warm-up pass and the capture (once) */
-    total = st.bytes_streamed - g->graph_bytes + g->graph_bytes * (uint64_t)replays;
+    /* the warm-up pass and every graph replay */
+    total = st.bytes_streamed;
     printf("streamed %.2f MiB a step (%.2f MiB in all: %d graph replays and the warm-up step); eager warm-up pass %.2f ms, "
            "%.1f GB/s host-to-device; compute waited %.2f ms\n", g->graph_bytes / 1048576.0, total / 1048576.0, replays,
            st.last_pass_ms, st.last_pass_GBps, st.wait_ms);

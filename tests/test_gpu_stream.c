@@ -361,17 +361,36 @@ int main(void) {
         if (trial <= 1) {
             lwo_graph *g = NULL;
             int gb = 0;
+            lwo_stats s0, s1;
+            uint64_t eager_bytes = 0;
+            lwo_stats_get(rc.ctx, &s0);
             r = lwo_graph_capture_begin(rc.ctx);
             if (!r) r = pass(&rc, 0, 0, NULL);
             if (!r) r = lwo_graph_capture_end(rc.ctx, &g);
             CHECK(r == LWO_SUCCESS, "capture a streamed pass: %s", lwo_last_error(rc.ctx));
+            lwo_stats_get(rc.ctx, &s1);
+            /* the capture moves nothing; each launch moves what an eager pass in the learned order does */
+            CHECK(s1.bytes_streamed == s0.bytes_streamed && s1.transfers == s0.transfers, "a capture counts no bytes (%llu -> %llu)",
+                  (unsigned long long)s0.bytes_streamed, (unsigned long long)s1.bytes_streamed);
             for (p = 0; !r && p < 20; p++) {
-                if (p == 10) { r = pass(&rc, 0, 1, got); if (memcmp(got, ref[0], (size_t)M * dims[LAYERS] * 4)) gb++; }
+                if (p == 10) {
+                    lwo_stats_get(rc.ctx, &s0);
+                    r = pass(&rc, 0, 1, got);
+                    lwo_stats_get(rc.ctx, &s1);
+                    eager_bytes = s1.bytes_streamed - s0.bytes_streamed;
+                    if (memcmp(got, ref[0], (size_t)M * dims[LAYERS] * 4)) gb++;
+                }
+                lwo_stats_get(rc.ctx, &s0);
                 r = lwo_graph_launch(rc.ctx, g);
+                lwo_stats_get(rc.ctx, &s1);
+                if (s1.bytes_streamed - s0.bytes_streamed != lwo_graph_bytes_streamed(g)) gb += 1000;
                 if (!r) r = lwo_tensor_download(rc.ctx, rc.act[LAYERS & 1], got, (uint64_t)M * dims[LAYERS] * 4);
                 if (memcmp(got, ref[0], (size_t)M * dims[LAYERS] * 4)) gb++;
             }
-            CHECK(r == LWO_SUCCESS && gb == 0, "graph replays equal the resident run: %d differ (%s)", gb, lwo_last_error(rc.ctx));
+            CHECK(r == LWO_SUCCESS && gb == 0, "graph replays equal the resident run and count their bytes: %d (%s)", gb, lwo_last_error(rc.ctx));
+            /* an eager pass may also prefetch the next pass's first weights: the graph moves at most as much */
+            CHECK(st.resident_bytes < wbytes ? lwo_graph_bytes_streamed(g) > 0 && lwo_graph_bytes_streamed(g) <= eager_bytes : lwo_graph_bytes_streamed(g) == 0,
+                  "a graph launch streams the pass's weights (%llu bytes; an eager pass %llu)", (unsigned long long)lwo_graph_bytes_streamed(g), (unsigned long long)eager_bytes);
             lwo_graph_destroy(rc.ctx, g);
         }
         /* the protocol's sensitivity: without the consumed wait, the same stress should corrupt */
