@@ -21,7 +21,7 @@ for step in "$@"; do
     bench-gemm) [ -f "$O/gemm.log" ] && ! tail -n 1 "$O/gemm.log" | grep -qE '^[0-9]+ passed' && export LWO_BENCH_TILES=234 && echo "(the gemm test did not finish: cluster tile not timed)"
                 timeout 200 make -s bench-gemm >"$O/bench-gemm.log" 2>&1; rc=$?; tail -n 80 "$O/bench-gemm.log" ;;
     dit)    timeout 400 bash tests/dit_checks.sh >"$O/dit.log" 2>&1; rc=$?; tr '\r' '\n' <"$O/dit.log" | grep -v ' steps/s$' | grep -E "PASS|FAIL|passed|^\|" | tail -n 60 ;;
-    race-gemm) for tool in racecheck synccheck; do LWO_TEST_QUICK=1 LWO_TEST_WGMMA_ONLY=1 timeout 110 compute-sanitizer --tool $tool --report-api-errors no build/test_gpu_gemm >"$O/$tool-gemm.log" 2>&1; rc=$?; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, " "$O/$tool-gemm.log" | tail -n 3; done ;;
+    race-gemm) for tool in racecheck synccheck; do LWO_TEST_QUICK=1 LWO_TEST_WGMMA_ONLY=1 LWO_TEST_GEMM_PASSES=${SAN_GEMM_PASSES:-045} timeout ${T_RACE:-110} compute-sanitizer --tool $tool --report-api-errors no build/test_gpu_gemm >"$O/$tool-gemm.log" 2>&1; rc=$?; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, " "$O/$tool-gemm.log" | tail -n 3; done ;;
     bench-stream) LWO_BENCH_QUICK=1 timeout ${T_STREAM:-330} make -s bench-stream >"$O/bench-stream.log" 2>&1; rc=$?; tail -n 30 "$O/bench-stream.log" ;;
     selftest) for s in bf16 int8; do timeout 120 build/diffuse --selftest --storage $s >"$O/selftest-$s.log" 2>&1; rc=$?; echo "selftest $s exit $rc: $(grep -E '^FAIL' "$O/selftest-$s.log" | head -n 5) $(tail -n 1 "$O/selftest-$s.log")"; done ;;
     bench-dit-bf16) timeout 300 build/bench_dit --formats bf16 --budgets 8192,all --steps 2 >"$O/bench-dit-bf16.log" 2>&1; rc=$?; tr '\r' '\n' <"$O/bench-dit-bf16.log" | grep -v ' steps/s$' | tail -n 14 ;;

@@ -166,9 +166,12 @@ int main(void) {
     int pass;
     static const char *const family[] = { "wgmma (tile per shape)", "mma.sync", "wgmma 64x128", "wgmma 128x128", "wgmma 128x256", "wgmma 128x256, 2-CTA clusters" };
     check_seed("test_gpu_gemm");
-    /* LWO_TEST_WGMMA_ONLY: the wgmma passes only (the sanitizer runs look at the pipelined kernels) */
+    /* LWO_TEST_WGMMA_ONLY: the wgmma passes only (the sanitizer runs look at the pipelined kernels);
+       LWO_TEST_GEMM_PASSES: the passes to run, as digits (e.g. "45") */
+    const char *only = getenv("LWO_TEST_GEMM_PASSES");
     for (pass = 0; pass < 6; pass++) {
         if (pass == 1 && getenv("LWO_TEST_WGMMA_ONLY")) continue;
+        if (only && !strchr(only, '0' + pass)) continue;
         memset(&desc, 0, sizeof desc);
         desc.vram_budget = (uint64_t)8 << 30;
         desc.gemm_kernels = pass;
