@@ -89,6 +89,214 @@ static void test_fp8_rows(void) {
     free(x); free(q);
 }
 
+/* ---- the W8A8 prep: permutation, smoothing, blockwise Hadamard rotation ---------------------- */
+static int popcount_u(unsigned v) { int c = 0; while (v) { c += (int)(v & 1u); v >>= 1; } return c; }
+
+/* The documented f32 order written another way: H_b = [[H_b/2, H_b/2], [H_b/2, -H_b/2]], the halves
+   transformed first (the smaller stages), then combined (stage b/2); the scaling last. */
+static void fwht_recursive(float *v, int b) {
+    int i;
+    if (b == 1) return;
+    fwht_recursive(v, b / 2);
+    fwht_recursive(v + b / 2, b / 2);
+    for (i = 0; i < b / 2; i++) { float a = v[i], c = v[i + b / 2]; v[i] = a + c; v[i + b / 2] = a - c; }
+}
+
+static int rand_perm(int32_t *p, uint64_t k) {
+    uint64_t i;
+    for (i = 0; i < k; i++) p[i] = (int32_t)i;
+    for (i = k; i > 1; i--) { uint64_t j = check_rand_u64() % i; int32_t t = p[i - 1]; p[i - 1] = p[j]; p[j] = t; }
+    return 0;
+}
+
+/* lwo_ref_hadamard against the dense matrix H[i][j] = (-1)^popcount(i & j) / sqrt(b) in double, and
+   bit for bit against the recursive form of the same f32 order; H H^T = I, H symmetric. */
+static void test_hadamard(void) {
+    int l;
+    for (l = 1; l <= 8; l++) {
+        int b = 1 << l, nb = 3, i, j, bad_dense = 0, bad_bits = 0, bad_orth = 0, bad_sym = 0;
+        uint64_t n = (uint64_t)b * nb, blk;
+        float *v = (float *)malloc(n * 4), *w = (float *)malloc(n * 4), *h = (float *)malloc((size_t)b * b * 4);
+        double *x = (double *)malloc(n * 8), maxerr = 0, maxorth = 0;
+        float s = 0;
+        for (i = 0; i < (int)n; i++) { v[i] = (float)check_rand_normal(); x[i] = v[i]; w[i] = v[i]; }
+        CHECK_EQ_INT(lwo_ref_hadamard(v, n, b), LWO_SUCCESS);
+        for (blk = 0; blk < (uint64_t)nb; blk++) {
+            double l1 = 0;
+            for (j = 0; j < b; j++) l1 += fabs(x[blk * b + j]);
+            for (i = 0; i < b; i++) {
+                double d = 0, e;
+                for (j = 0; j < b; j++) d += ((popcount_u((unsigned)(i & j)) & 1) ? -1.0 : 1.0) * x[blk * b + j];
+                d /= sqrt((double)b);
+                e = fabs(v[blk * b + i] - d);
+                if (e > maxerr) maxerr = e;
+                /* each of l + 1 roundings is at most 2^-24 of a partial sum bounded by the block's L1 norm */
+                if (e > (l + 2) * 6.0e-8 * l1) bad_dense++;
+            }
+            fwht_recursive(w + blk * b, b);
+        }
+        /* s_b: 2^-(l/2), times (float)(1/sqrt 2) for odd l */
+        s = (l & 1) ? 0.70710678118654752f : 1.0f;
+        for (i = 0; i < l / 2; i++) s = s * 0.5f;
+        for (i = 0; i < (int)n; i++) { w[i] = w[i] * s; if (memcmp(&w[i], &v[i], 4) != 0) bad_bits++; }
+        CHECK(bad_dense == 0, "b=%d: %d entries off the dense double transform (max error %g)", b, bad_dense, maxerr);
+        CHECK(bad_bits == 0, "b=%d: %d entries differ from the recursive form of the documented f32 order", b, bad_bits);
+        {
+            double want = 1.0 / sqrt((double)b), e = fabs((double)s - want);
+            CHECK(e <= fabs((double)nextafterf(s, 0.0f) - want) && e <= fabs((double)nextafterf(s, 1.0f) - want),
+                  "b=%d: s_b %.9g is not the f32 nearest 1/sqrt(b)", b, (double)s);
+        }
+        /* H column by column: the transform of each unit vector */
+        for (j = 0; j < b; j++) {
+            float *col = (float *)malloc((size_t)b * 4);
+            for (i = 0; i < b; i++) col[i] = i == j ? 1.0f : 0.0f;
+            lwo_ref_hadamard(col, (uint64_t)b, b);
+            for (i = 0; i < b; i++) h[(size_t)i * b + j] = col[i];
+            free(col);
+        }
+        for (i = 0; i < b; i++)
+            for (j = 0; j < b; j++) {
+                double d = 0;
+                int k;
+                for (k = 0; k < b; k++) d += (double)h[(size_t)i * b + k] * h[(size_t)j * b + k];
+                d -= i == j ? 1.0 : 0.0;
+                if (fabs(d) > maxorth) maxorth = fabs(d);
+                if (h[(size_t)i * b + j] != h[(size_t)j * b + i]) bad_sym++;
+            }
+        /* even l: entries are exactly +-2^-(l/2) and H H^T = I exactly; odd l: s_b is rounded */
+        if (!(l & 1)) { if (maxorth != 0) bad_orth = 1; }
+        else if (maxorth > 1.2e-7) bad_orth = 1;
+        CHECK(!bad_orth, "b=%d: |H H^T - I| = %g", b, maxorth);
+        CHECK(bad_sym == 0, "b=%d: H is not symmetric (%d entries)", b, bad_sym);
+        free(v); free(w); free(h); free(x);
+    }
+    {
+        float v[8] = { 0 };
+        CHECK_EQ_INT(lwo_ref_hadamard(v, 8, 3), LWO_ERROR_INVALID_ARGUMENT);
+        CHECK_EQ_INT(lwo_ref_hadamard(v, 8, 1), LWO_ERROR_INVALID_ARGUMENT);
+        CHECK_EQ_INT(lwo_ref_hadamard(v, 8, 512), LWO_ERROR_INVALID_ARGUMENT);
+        CHECK_EQ_INT(lwo_ref_hadamard(v, 6, 4), LWO_ERROR_INVALID_ARGUMENT);
+        CHECK_EQ_INT(lwo_ref_hadamard(NULL, 8, 4), LWO_ERROR_INVALID_ARGUMENT);
+        CHECK_EQ_INT(lwo_ref_hadamard(v, 8, 8), LWO_SUCCESS);
+    }
+}
+
+/* lwo_ref_prep_rows against a dense O(K^2) transform in double (the rows permuted and smoothed in
+   double, times the block-diagonal H), and x' W'^T against x W^T: the transform must not change
+   the product. K is not a multiple of every block, so the last block mixes columns with padding. */
+static void test_prep_rows(lwo_dtype xt, uint64_t M, uint64_t N, uint64_t K, int hadamard, int with_perm, int with_smooth) {
+    uint64_t b = hadamard ? (uint64_t)hadamard : 1, kr = (K + b - 1) / b * b, kq = kr + 8 * (check_rand_u64() % 3), i, j, m, n;
+    size_t xs = lwo_dtype_size(xt);
+    unsigned char *x = (unsigned char *)malloc(M * K * xs), *w = (unsigned char *)malloc(N * K * xs);
+    float *xp = (float *)malloc(M * kq * 4), *wp = (float *)malloc(N * kq * 4), *sm = (float *)malloc(K * 4);
+    int32_t *perm = (int32_t *)malloc(K * 4);
+    double *u = (double *)malloc(kq * 8), maxerr = 0, maxprod = 0;
+    int bad_dense = 0, bad_pad = 0, bad_prod = 0;
+    for (i = 0; i < M * K; i++) lwo_ref_store(x, xt, i, (float)check_rand_normal());
+    for (i = 0; i < N * K; i++) lwo_ref_store(w, xt, i, (float)(check_rand_normal() * 0.05));
+    for (i = 0; i < K; i++) sm[i] = (float)(0.25 + 2 * check_rand_uniform());
+    lwo_ref_store(x, xt, 0, 40.0f); /* an outlier */
+    rand_perm(perm, K);
+    for (i = 0; i < M * kq; i++) xp[i] = NAN;
+    for (i = 0; i < N * kq; i++) wp[i] = NAN;
+    CHECK_EQ_INT(lwo_ref_prep_rows(x, xt, M, K, with_perm ? perm : NULL, with_smooth ? sm : NULL, 0, hadamard, xp, kq), LWO_SUCCESS);
+    CHECK_EQ_INT(lwo_ref_prep_rows(w, xt, N, K, with_perm ? perm : NULL, with_smooth ? sm : NULL, 1, hadamard, wp, kq), LWO_SUCCESS);
+    /* the activations' transform, densely: u = permuted and smoothed row, then sum_j H[i][j] u[j] */
+    for (m = 0; m < M; m++) {
+        for (j = 0; j < kq; j++) u[j] = 0;
+        for (j = 0; j < K; j++) {
+            uint64_t c = with_perm ? (uint64_t)perm[j] : j;
+            u[j] = (double)lwo_ref_load(x, xt, m * K + c) / (with_smooth ? (double)sm[c] : 1.0);
+        }
+        for (i = 0; i < kq; i++) {
+            double d = 0, l1 = 0, e;
+            if (i >= kr) { if (xp[m * kq + i] != 0.0f) bad_pad++; continue; }
+            for (j = (i / b) * b; j < (i / b + 1) * b; j++) {
+                d += ((popcount_u((unsigned)(i & j & (b - 1))) & 1) ? -1.0 : 1.0) * u[j];
+                l1 += fabs(u[j]);
+            }
+            d /= sqrt((double)b);
+            e = fabs(xp[m * kq + i] - d);
+            if (e > maxerr) maxerr = e;
+            /* the smoothing division and l + 1 roundings, each within 2^-24 of the block's L1 norm */
+            if (e > 12 * 6.0e-8 * l1) bad_dense++;
+        }
+    }
+    /* x' W'^T == x W^T, up to f32 rounding of the transformed operands */
+    for (m = 0; m < M; m++)
+        for (n = 0; n < N; n++) {
+            double a = 0, c = 0, nx = 0, nw = 0;
+            for (j = 0; j < kq; j++) a += (double)xp[m * kq + j] * wp[n * kq + j];
+            for (j = 0; j < K; j++) {
+                double xv = lwo_ref_load(x, xt, m * K + j), wv = lwo_ref_load(w, xt, n * K + j);
+                c += xv * wv; nx += xv * xv; nw += wv * wv;
+            }
+            if (fabs(a - c) > maxprod) maxprod = fabs(a - c);
+            if (fabs(a - c) > 2e-6 * sqrt(nx * nw) * 8) bad_prod++;
+        }
+    CHECK(bad_dense == 0 && bad_pad == 0, "prep %s K=%llu b=%d perm=%d smooth=%d: %d entries off the dense transform (max %g), %d padded entries not 0",
+          lwo_dtype_name(xt), (unsigned long long)K, hadamard, with_perm, with_smooth, bad_dense, maxerr, bad_pad);
+    CHECK(bad_prod == 0, "prep %s K=%llu b=%d perm=%d smooth=%d: x'W'^T differs from xW^T (max %g)", lwo_dtype_name(xt),
+          (unsigned long long)K, hadamard, with_perm, with_smooth, maxprod);
+    free(x); free(w); free(xp); free(wp); free(sm); free(perm); free(u);
+}
+
+/* With no permutation and no rotation, prep + quantize of f32 is the plain quantizer bit for bit
+   (the GPU's int8 results without the new options stay what they were); and the arguments. */
+static void test_prep_plain_and_errors(void) {
+    uint64_t R = 9, K = 77, KQ = 128, i;
+    float *x = (float *)malloc(R * K * 4), *xp = (float *)malloc(R * KQ * 4), sm[77], s1[9], s2[9];
+    uint16_t *xb = (uint16_t *)malloc(R * K * 2);
+    int8_t q1[9 * 128], q2[9 * 128];
+    uint8_t f1[9 * 128], f2[9 * 128];
+    int32_t perm[77];
+    int t;
+    for (i = 0; i < R * K; i++) { x[i] = (float)check_rand_normal(); xb[i] = lwo_ref_f32_to_bf16(x[i]); }
+    for (i = 0; i < K; i++) sm[i] = (float)(0.25 + 2 * check_rand_uniform());
+    for (t = 0; t < 4; t++) {
+        const void *src = (t & 2) ? (const void *)xb : (const void *)x;
+        lwo_dtype st = (t & 2) ? LWO_DTYPE_BF16 : LWO_DTYPE_F32;
+        const float *s = (t & 1) ? sm : NULL;
+        memset(q1, 0x5a, sizeof q1); memset(q2, 0x33, sizeof q2); memset(f1, 0x5a, sizeof f1); memset(f2, 0x33, sizeof f2);
+        CHECK_EQ_INT(lwo_ref_prep_rows(src, st, R, K, NULL, s, 0, 0, xp, KQ), LWO_SUCCESS);
+        lwo_ref_quantize_int8_rows(xp, LWO_DTYPE_F32, R, KQ, NULL, q1, KQ, s1);
+        lwo_ref_quantize_int8_rows(src, st, R, K, s, q2, KQ, s2);
+        CHECK(memcmp(q1, q2, sizeof q1) == 0 && memcmp(s1, s2, sizeof s1) == 0, "int8: prep without perm/rotation is not the plain quantizer (%s, smooth %d)", lwo_dtype_name(st), t & 1);
+        lwo_ref_quantize_fp8_rows(xp, LWO_DTYPE_F32, R, KQ, NULL, f1, KQ, s1);
+        lwo_ref_quantize_fp8_rows(src, st, R, K, s, f2, KQ, s2);
+        CHECK(memcmp(f1, f2, sizeof f1) == 0 && memcmp(s1, s2, sizeof s1) == 0, "e4m3: prep without perm/rotation is not the plain quantizer (%s, smooth %d)", lwo_dtype_name(st), t & 1);
+    }
+    /* a permutation alone permutes the codes: int8 q[:, j] = q_plain[:, perm[j]], same scales */
+    rand_perm(perm, K);
+    lwo_ref_prep_rows(x, LWO_DTYPE_F32, R, K, perm, sm, 0, 0, xp, KQ);
+    lwo_ref_quantize_int8_rows(xp, LWO_DTYPE_F32, R, KQ, NULL, q1, KQ, s1);
+    lwo_ref_quantize_int8_rows(x, LWO_DTYPE_F32, R, K, sm, q2, KQ, s2);
+    {
+        int bad = memcmp(s1, s2, sizeof s1) != 0;
+        uint64_t r, j;
+        for (r = 0; r < R; r++) for (j = 0; j < K; j++) if (q1[r * KQ + j] != q2[r * KQ + (uint64_t)perm[j]]) bad++;
+        CHECK(bad == 0, "a permutation alone does not permute the int8 codes (%d)", bad);
+    }
+    /* arguments */
+    CHECK_EQ_INT(lwo_ref_prep_rows(NULL, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(lwo_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 0, NULL, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(lwo_ref_prep_rows(x, LWO_DTYPE_I8, R, K, NULL, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(lwo_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 3, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(lwo_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 1, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(lwo_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 512, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(lwo_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, -4, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(lwo_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 128, xp, KQ), LWO_SUCCESS);     /* 77 -> 128 */
+    CHECK_EQ_INT(lwo_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 256, xp, KQ), LWO_ERROR_INVALID_ARGUMENT); /* 77 -> 256 > kq */
+    CHECK_EQ_INT(lwo_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 0, xp, K - 1), LWO_ERROR_INVALID_ARGUMENT);
+    perm[5] = perm[6];
+    CHECK_EQ_INT(lwo_ref_prep_rows(x, LWO_DTYPE_F32, R, K, perm, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    rand_perm(perm, K); perm[3] = (int32_t)K;
+    CHECK_EQ_INT(lwo_ref_prep_rows(x, LWO_DTYPE_F32, R, K, perm, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    perm[3] = -1;
+    CHECK_EQ_INT(lwo_ref_prep_rows(x, LWO_DTYPE_F32, R, K, perm, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    free(x); free(xp); free(xb);
+}
+
 static void test_validation(void) {
     lwo_desc desc;
     lwo_context *ctx = NULL;
@@ -144,6 +352,43 @@ static void test_validation(void) {
     d.format = LWO_FORMAT_FP8_E4M3_W8A8; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 89), LWO_SUCCESS);
     CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 86), LWO_ERROR_UNSUPPORTED);
     d.rows = (uint64_t)1 << 40; d.cols = (uint64_t)1 << 30; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_ERROR_INVALID_ARGUMENT);
+    /* the prep options: W8A8 formats with float data, a real permutation, a block of 2..256 */
+    {
+        int32_t perm[4] = { 2, 0, 3, 1 }, dup[4] = { 2, 0, 2, 1 }, far[4] = { 2, 0, 4, 1 }, neg[4] = { 2, -1, 3, 1 };
+        static const int bad_blocks[] = { 1, 3, 6, 100, 512, -2, -256 };
+        size_t i;
+        d.rows = 3; d.cols = 4; d.bias = NULL; d.data_dtype = LWO_DTYPE_F32; d.format = LWO_FORMAT_INT8;
+        d.perm = perm; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_SUCCESS);
+        d.hadamard = 256; d.smooth = sm; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_SUCCESS);
+        d.format = LWO_FORMAT_FP8_E4M3_W8A8; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 89), LWO_SUCCESS);
+        d.data_dtype = LWO_DTYPE_BF16; d.hadamard = 2; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_SUCCESS);
+        d.smooth = NULL; d.data_dtype = LWO_DTYPE_F32;
+        d.perm = dup; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_ERROR_INVALID_ARGUMENT);
+        CHECK(strstr(lwo_last_error(ctx), "desc.perm[2] = 2 repeats desc.perm[0]") != NULL, "detail: %s", lwo_last_error(ctx));
+        d.perm = far; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_ERROR_INVALID_ARGUMENT);
+        CHECK(strstr(lwo_last_error(ctx), "desc.perm[2] is 4") != NULL && strstr(lwo_last_error(ctx), "permutation of 0..3") != NULL, "detail: %s", lwo_last_error(ctx));
+        d.perm = neg; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_ERROR_INVALID_ARGUMENT);
+        CHECK(strstr(lwo_last_error(ctx), "desc.perm[1] is -1") != NULL, "detail: %s", lwo_last_error(ctx));
+        d.perm = perm;
+        for (i = 0; i < sizeof bad_blocks / sizeof *bad_blocks; i++) {
+            d.hadamard = bad_blocks[i];
+            CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_ERROR_INVALID_ARGUMENT);
+            CHECK(strstr(lwo_last_error(ctx), "desc.hadamard") != NULL && strstr(lwo_last_error(ctx), "power of two from 2 to 256") != NULL, "detail: %s", lwo_last_error(ctx));
+        }
+        d.hadamard = 64; d.perm = NULL;
+        d.format = LWO_FORMAT_BF16; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_ERROR_INVALID_ARGUMENT);
+        CHECK(strstr(lwo_last_error(ctx), "desc.hadamard applies to the W8A8 formats only") != NULL, "detail: %s", lwo_last_error(ctx));
+        d.hadamard = 0; d.perm = perm; d.format = LWO_FORMAT_FP8_E4M3;
+        CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_ERROR_INVALID_ARGUMENT);
+        CHECK(strstr(lwo_last_error(ctx), "desc.perm applies to the W8A8 formats only") != NULL, "detail: %s", lwo_last_error(ctx));
+        /* pre-quantized data holds W as it was quantized: lwo cannot permute or rotate it */
+        d.format = LWO_FORMAT_INT8; d.data_dtype = LWO_DTYPE_I8; d.row_scales = sm;
+        CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_ERROR_INVALID_ARGUMENT);
+        CHECK(strstr(lwo_last_error(ctx), "desc.perm needs f32, f16 or bf16 data") != NULL, "detail: %s", lwo_last_error(ctx));
+        d.perm = NULL; d.hadamard = 16; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_ERROR_INVALID_ARGUMENT);
+        d.format = LWO_FORMAT_FP8_E4M3_W8A8; d.data_dtype = LWO_DTYPE_F8_E4M3; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_ERROR_INVALID_ARGUMENT);
+        CHECK(strstr(lwo_last_error(ctx), "desc.hadamard needs f32, f16 or bf16 data") != NULL, "detail: %s", lwo_last_error(ctx));
+    }
     lwo_destroy(ctx);
 }
 
@@ -156,6 +401,17 @@ int main(void) {
     test_ref_float(LWO_DTYPE_F8_E4M3, LWO_DTYPE_F8_E4M3, LWO_DTYPE_BF16, 4, 9, 64, 1);
     test_ref_float(LWO_DTYPE_F8_E4M3, LWO_DTYPE_F8_E4M3, LWO_DTYPE_F32, 4, 9, 64, 1);
     test_fp8_rows();
+    test_hadamard();
+    {
+        static const int blocks[] = { 0, 2, 4, 8, 16, 32, 64, 128, 256 };
+        size_t i;
+        for (i = 0; i < sizeof blocks / sizeof *blocks; i++) {
+            test_prep_rows(LWO_DTYPE_F32, 3, 4, 300, blocks[i], (int)(i & 1), (int)((i >> 1) & 1));
+            test_prep_rows(i & 1 ? LWO_DTYPE_BF16 : LWO_DTYPE_F16, 2, 3, 1 + check_rand_u64() % 700, blocks[i], 1, 1);
+        }
+        test_prep_rows(LWO_DTYPE_BF16, 2, 2, 3000, 256, 1, 1);
+    }
+    test_prep_plain_and_errors();
     {
         float a = 1;
         CHECK_EQ_INT(lwo_ref_linear(NULL, LWO_DTYPE_I8, 1, &a, LWO_DTYPE_I8, 1, 1, 1, 1, NULL, NULL, NULL, &a, LWO_DTYPE_F32), LWO_ERROR_INVALID_ARGUMENT);

@@ -177,7 +177,7 @@ static void test_quantize_fp8(void) {
 
 static void test_quantize_rows(void) {
     static const lwo_dtype srcs[] = { LWO_DTYPE_BF16, LWO_DTYPE_F16, LWO_DTYPE_F32 };
-    static const uint64_t shapes[][3] = { { 1, 7, 7 }, { 3, 255, 256 }, { 64, 4097, 4160 }, { 1000, 3072, 3072 }, { 4608, 3072, 3136 }, { 5, 12288, 12288 } };
+    static const uint64_t shapes[][3] = { { 1, 7, 7 }, { 3, 255, 256 }, { 64, 4097, 4160 }, { 1000, 3072, 3072 }, { 4608, 3072, 3136 }, { 5, 12288, 12288 }, { 3, 60001, 60032 } };
     size_t a, k;
     for (a = 0; a < 3; a++)
         for (k = 0; k < sizeof shapes / sizeof *shapes; k++) {
@@ -208,6 +208,67 @@ static void test_quantize_rows(void) {
                       (unsigned long long)K, (unsigned long long)KQ, with_smooth, (unsigned long long)bad, hq[bad], rq[bad]);
                 lwo_tensor_destroy(ctx, tx); lwo_tensor_destroy(ctx, tq); lwo_tensor_destroy(ctx, ts); lwo_tensor_destroy(ctx, tsm);
                 free(hx); free(hq); free(rq); free(hs); free(rs); free(sm);
+            }
+        }
+}
+
+/* The W8A8 prep inside the row quantizer (lwo__rowq_launch, the launch lwo_linear and
+   lwo_weight_create use): permutation, smoothing (divide, or multiply for weights), the blockwise
+   Hadamard rotation, int8 and e4m3 codes, against lwo_ref_prep_rows + the plain quantizer, bit for
+   bit. Rows short enough to be held in shared memory with their prep, staged without it, and too
+   long for shared memory; x rows 16-byte aligned and not (K odd, or x shifted by one element). */
+static void test_quantize_prep(void) {
+    static const lwo_dtype srcs[] = { LWO_DTYPE_BF16, LWO_DTYPE_F16, LWO_DTYPE_F32 };
+    static const uint64_t shapes[][3] = { /* rows, K, block */
+        { 3, 7, 0 }, { 2, 13, 4 }, { 5, 328, 256 }, { 4, 1000, 8 }, { 3, 4097, 128 }, { 64, 3072, 64 }, { 9, 12288, 128 },
+        { 3, 16384, 256 }, { 2, 20000, 32 }, { 2, 60001, 16 }, { 2, 70000, 0 } };
+    size_t a, k;
+    for (a = 0; a < 3; a++)
+        for (k = 0; k < sizeof shapes / sizeof *shapes; k++) {
+            int v;
+            if (quick && shapes[k][1] > 20000) continue;
+            for (v = 0; v < 4; v++) {
+                lwo_dtype st = srcs[a];
+                uint64_t R = shapes[k][0], K = shapes[k][1], b = shapes[k][2] ? shapes[k][2] : 1, kr = (K + b - 1) / b * b, i;
+                uint64_t KQ = v == 3 ? kr + 5 : (kr + 63) / 64 * 64, xoff = (v == 2) ? 1 : 0, bad = 0;
+                int fp8 = v & 1, smul = v == 1, use_perm = v != 2 || K < 20000, use_smooth = v != 0;
+                int hlog = shapes[k][2] ? lwo__hadamard_log((int)shapes[k][2]) : 0;
+                size_t es = lwo_dtype_size(st);
+                void *hx = malloc((R * K + 1) * es);
+                uint8_t *hq = (uint8_t *)malloc(R * KQ), *rq = (uint8_t *)malloc(R * KQ);
+                float *hs = (float *)malloc(R * 4), *rs = (float *)malloc(R * 4), *sm = (float *)malloc(K * 4), *smp = (float *)malloc(K * 4);
+                float *prep = (float *)malloc(R * KQ * 4);
+                int32_t *perm = (int32_t *)malloc(K * 4);
+                lwo_tensor *tbig = mk(st, R * K + 1, 0), *tq = mk(LWO_DTYPE_U8, R, KQ), *ts = mk(LWO_DTYPE_F32, R, 0);
+                lwo_tensor *tsm = mk(LWO_DTYPE_F32, K, 0), *tp = mk(LWO_DTYPE_I32, K, 0);
+                lwo_result r;
+                fill_random(hx, st, R * K + 1, 0);
+                for (i = 0; i < K; i += 1 + K / 16) lwo_ref_store(hx, st, xoff + i, 60.0f); /* outliers in row 0 */
+                if (R > 2) memset((char *)hx + es * (xoff + K), 0, K * es);                 /* row 1 all zero */
+                for (i = 0; i < K; i++) { sm[i] = (float)(0.25 + check_rand_uniform() * 2); perm[i] = (int32_t)i; }
+                for (i = K; i > 1; i--) { uint64_t j = check_rand_u64() % i; int32_t t = perm[i - 1]; perm[i - 1] = perm[j]; perm[j] = t; }
+                for (i = 0; i < K; i++) smp[i] = use_perm ? sm[perm[i]] : sm[i]; /* the kernel reads smooth by position */
+                lwo_tensor_upload(ctx, tbig, hx, (R * K + 1) * es);
+                lwo_tensor_upload(ctx, tsm, smp, K * 4);
+                lwo_tensor_upload(ctx, tp, perm, K * 4);
+                lwo_tensor_fill_bytes(ctx, NULL, tq, 0x5a);
+                lwo_tensor_fill_bytes(ctx, NULL, ts, 0xff);
+                r = lwo__rowq_launch(ctx, ctx->compute, lwo_tensor_device_ptr(tbig) + xoff * es, st, R, K, use_perm ? lwo_tensor_device_ptr(tp) : 0,
+                                     use_smooth ? lwo_tensor_device_ptr(tsm) : 0, smul, hlog, fp8, lwo_tensor_device_ptr(tq), KQ, lwo_tensor_device_ptr(ts));
+                CHECK(r == LWO_SUCCESS, "rowq launch: %s", lwo_last_error(ctx));
+                lwo_tensor_download(ctx, tq, hq, R * KQ);
+                lwo_tensor_download(ctx, ts, hs, R * 4);
+                lwo_ref_prep_rows((char *)hx + xoff * es, st, R, K, use_perm ? perm : NULL, use_smooth ? sm : NULL, smul, (int)shapes[k][2], prep, KQ);
+                if (fp8) lwo_ref_quantize_fp8_rows(prep, LWO_DTYPE_F32, R, KQ, NULL, rq, KQ, rs);
+                else lwo_ref_quantize_int8_rows(prep, LWO_DTYPE_F32, R, KQ, NULL, (int8_t *)rq, KQ, rs);
+                for (i = 0; i < R * KQ && !bad; i++) if (hq[i] != rq[i]) bad = i + 1;
+                CHECK(memcmp(hs, rs, R * 4) == 0, "%s [%llu,%llu] b=%d perm=%d smooth=%d smul=%d %s: scales differ (%g, CPU %g)", lwo_dtype_name(st),
+                      (unsigned long long)R, (unsigned long long)K, (int)shapes[k][2], use_perm, use_smooth, smul, fp8 ? "e4m3" : "i8", (double)hs[0], (double)rs[0]);
+                CHECK(bad == 0, "%s [%llu,%llu->%llu] b=%d perm=%d smooth=%d smul=%d xoff=%d %s: q[%llu] = %d, CPU %d", lwo_dtype_name(st), (unsigned long long)R,
+                      (unsigned long long)K, (unsigned long long)KQ, (int)shapes[k][2], use_perm, use_smooth, smul, (int)xoff, fp8 ? "e4m3" : "i8",
+                      (unsigned long long)(bad - 1), bad ? hq[bad - 1] : 0, bad ? rq[bad - 1] : 0);
+                lwo_tensor_destroy(ctx, tbig); lwo_tensor_destroy(ctx, tq); lwo_tensor_destroy(ctx, ts); lwo_tensor_destroy(ctx, tsm); lwo_tensor_destroy(ctx, tp);
+                free(hx); free(hq); free(rq); free(hs); free(rs); free(sm); free(smp); free(prep); free(perm);
             }
         }
 }
@@ -314,6 +375,7 @@ int main(void) {
     test_convert();
     test_quantize_fp8();
     test_quantize_rows();
+    test_quantize_prep();
     test_user_module_streams_events();
     test_budget_and_validation();
     lwo_destroy(ctx);

@@ -20,8 +20,17 @@ static const char *fmt_name(lwo_format f) {
     return n[f];
 }
 
-static void run_case(lwo_format fmt, lwo_dtype yt, int with_bias, int with_smooth, uint64_t M, uint64_t N, uint64_t K) {
+/* with_perm, hadamard (the W8A8 prep: a random permutation, the Hadamard block size or 0) and
+   streamed (the weight placed STREAMED: lwo_linear reads it from the staging ring) extend the plain
+   case. For W8A8 formats the stored weight (codes and scales) must also equal the CPU reference of
+   its prep and quantization bit for bit. */
+static void run_case_ex(lwo_format fmt, lwo_dtype yt, int with_bias, int with_smooth, int with_perm, int hadamard, int streamed,
+                        uint64_t M, uint64_t N, uint64_t K) {
     lwo_dtype xt = fmt == LWO_FORMAT_F16 ? LWO_DTYPE_F16 : LWO_DTYPE_BF16;
+    int w8a8 = fmt == LWO_FORMAT_INT8 || fmt == LWO_FORMAT_FP8_E4M3_W8A8, acquired = 0;
+    int32_t *perm = (int32_t *)malloc(K * 4);
+    float *prep = NULL, *rsc = NULL;
+    unsigned char *rwq = NULL;
     size_t ys = lwo_dtype_size(yt);
     float *wf = (float *)malloc(N * K * 4), *bias = (float *)malloc(N * 4), *sm = (float *)malloc(K * 4);
     uint16_t *x = (uint16_t *)malloc(M * K * 2);
@@ -40,15 +49,31 @@ static void run_case(lwo_format fmt, lwo_dtype yt, int with_bias, int with_smoot
     for (i = 0; i < N; i++) bias[i] = (float)check_rand_normal();
     for (i = 0; i < K; i++) sm[i] = (float)(0.25 + check_rand_uniform() * 2);
     for (i = 0; i < M * K; i++) { float v = (float)check_rand_normal(); x[i] = xt == LWO_DTYPE_BF16 ? lwo_ref_f32_to_bf16(v) : lwo_ref_f32_to_f16(v); }
+    for (i = 0; i < K; i++) perm[i] = (int32_t)i;
+    for (i = K; i > 1; i--) { uint64_t j = check_rand_u64() % i; int32_t t = perm[i - 1]; perm[i - 1] = perm[j]; perm[j] = t; }
     memset(&d, 0, sizeof d);
     d.rows = N; d.cols = K; d.data = wf; d.format = fmt;
     if (with_bias) d.bias = bias;
     if (with_smooth) d.smooth = sm;
+    if (with_perm) d.perm = perm;
+    d.hadamard = hadamard;
+    if (streamed) d.placement = LWO_PLACE_STREAMED;
     r = lwo_weight_create(ctx, &d, &w);
     CHECK(r == LWO_SUCCESS, "lwo_weight_create %s: %s", fmt_name(fmt), lwo_last_error(ctx));
     if (r) goto out;
     lwo_weight_get_info(ctx, w, &info);
     kp = info.kpad;
+    {
+        uint64_t a = hadamard > 64 ? (uint64_t)hadamard : 64;
+        CHECK(kp == (K + a - 1) / a * a && info.hadamard == hadamard && (info.perm != NULL) == (with_perm != 0),
+              "info: kpad %llu, hadamard %d, perm %p", (unsigned long long)kp, info.hadamard, (const void *)info.perm);
+    }
+    if (streamed) {
+        CHECK(info.host_home != LWO_HOME_NONE, "a STREAMED weight has a host home");
+        r = lwo_streaming_plan(ctx, M * kp + M * 4 + (1u << 20));
+        CHECK(r == LWO_SUCCESS, "lwo_streaming_plan: %s", lwo_last_error(ctx));
+        if (r) goto out;
+    }
     sx[0] = M; sx[1] = K; sy[0] = M; sy[1] = N;
     if (lwo_tensor_create(ctx, xt, 2, sx, &tx) || lwo_tensor_create(ctx, yt, 2, sy, &ty)) { CHECK(0, "tensors: %s", lwo_last_error(ctx)); goto out; }
     lwo_tensor_upload(ctx, tx, x, M * K * 2);
@@ -60,7 +85,13 @@ static void run_case(lwo_format fmt, lwo_dtype yt, int with_bias, int with_smoot
     CHECK(r == LWO_SUCCESS, "download: %s", lwo_last_error(ctx));
     for (i = 0; i < M * N; i++) if (lwo_ref_load(y, yt, i) != lwo_ref_load(y, yt, i)) nan++;
     CHECK(nan == 0, "%s M=%llu N=%llu K=%llu: %llu outputs not written (or NaN)", fmt_name(fmt), (unsigned long long)M, (unsigned long long)N, (unsigned long long)K, (unsigned long long)nan);
-    /* the operands as the GEMM saw them */
+    /* the operands as the GEMM saw them (a streamed weight: where acquire puts it) */
+    if (streamed) {
+        r = lwo_weight_acquire(ctx, NULL, w, &info);
+        CHECK(r == LWO_SUCCESS, "lwo_weight_acquire: %s", lwo_last_error(ctx));
+        if (r) goto out;
+        acquired = 1;
+    }
     wq = (unsigned char *)malloc(info.data->bytes);
     lwo_tensor_download(ctx, info.data, wq, info.data->bytes);
     if (info.scales) { wsc = (float *)malloc(info.scales->bytes); lwo_tensor_download(ctx, info.scales, wsc, info.scales->bytes); }
@@ -69,11 +100,29 @@ static void run_case(lwo_format fmt, lwo_dtype yt, int with_bias, int with_smoot
         wup = (unsigned char *)malloc(N * kp * 2);
         lwo_ref_convert(wq, info.data->dtype, wup, xt, N * kp, wsc[0]);
     }
-    if (fmt == LWO_FORMAT_INT8 || fmt == LWO_FORMAT_FP8_E4M3_W8A8) {
+    if (acquired) { lwo_weight_release(ctx, NULL, w); acquired = 0; }
+    if (w8a8) {
+        uint64_t bad = 0;
         aq = (unsigned char *)malloc(M * kp);
         asc = (float *)malloc(M * 4);
-        if (fmt == LWO_FORMAT_INT8) lwo_ref_quantize_int8_rows(x, xt, M, K, with_smooth ? sm : NULL, (int8_t *)aq, kp, asc);
+        if (with_perm || hadamard) { /* the prep on the CPU, then the plain quantizer over kpad columns */
+            prep = (float *)malloc((M > N ? M : N) * kp * 4);
+            lwo_ref_prep_rows(x, xt, M, K, with_perm ? perm : NULL, with_smooth ? sm : NULL, 0, hadamard, prep, kp);
+            if (fmt == LWO_FORMAT_INT8) lwo_ref_quantize_int8_rows(prep, LWO_DTYPE_F32, M, kp, NULL, (int8_t *)aq, kp, asc);
+            else lwo_ref_quantize_fp8_rows(prep, LWO_DTYPE_F32, M, kp, NULL, aq, kp, asc);
+        } else if (fmt == LWO_FORMAT_INT8) lwo_ref_quantize_int8_rows(x, xt, M, K, with_smooth ? sm : NULL, (int8_t *)aq, kp, asc);
         else lwo_ref_quantize_fp8_rows(x, xt, M, K, with_smooth ? sm : NULL, aq, kp, asc);
+        /* the weight lwo_weight_create stored: W permuted, times smooth, rotated, quantized per row */
+        if (!prep) prep = (float *)malloc(N * kp * 4);
+        rwq = (unsigned char *)malloc(N * kp);
+        rsc = (float *)malloc(N * 4);
+        lwo_ref_prep_rows(wf, LWO_DTYPE_F32, N, K, with_perm ? perm : NULL, with_smooth ? sm : NULL, 1, hadamard, prep, kp);
+        if (fmt == LWO_FORMAT_INT8) lwo_ref_quantize_int8_rows(prep, LWO_DTYPE_F32, N, kp, NULL, (int8_t *)rwq, kp, rsc);
+        else lwo_ref_quantize_fp8_rows(prep, LWO_DTYPE_F32, N, kp, NULL, rwq, kp, rsc);
+        for (i = 0; i < N * kp && !bad; i++) if (rwq[i] != wq[i]) bad = i + 1;
+        CHECK(bad == 0, "%s perm=%d b=%d: stored weight code %llu is %d, the CPU reference %d", fmt_name(fmt), with_perm, hadamard,
+              (unsigned long long)(bad - 1), bad ? wq[bad - 1] : 0, bad ? rwq[bad - 1] : 0);
+        CHECK(memcmp(rsc, wsc, N * 4) == 0, "%s perm=%d b=%d: stored weight scales differ from the CPU reference", fmt_name(fmt), with_perm, hadamard);
     }
     for (m = 0; m < M; m++) {
         int sample = (double)M * N * K > 3e7;
@@ -106,18 +155,24 @@ static void run_case(lwo_format fmt, lwo_dtype yt, int with_bias, int with_smoot
     }
     {
         double e = sqrt(num / (den > 0 ? den : 1)), ue = sqrt(unum / (uden > 0 ? uden : 1));
-        printf("  %-9s y=%-4s bias=%d smooth=%d M=%-5llu N=%-5llu K=%-5llu rows=%-5llu relL2(ref)=%.2e maxulp=%llu relL2(unquantized)=%.2e\n",
-               fmt_name(fmt), lwo_dtype_name(yt), with_bias, with_smooth, (unsigned long long)M, (unsigned long long)N,
+        printf("  %-9s y=%-4s bias=%d smooth=%d perm=%d had=%-3d str=%d M=%-5llu N=%-5llu K=%-5llu rows=%-5llu relL2(ref)=%.2e maxulp=%llu relL2(unquantized)=%.2e\n",
+               fmt_name(fmt), lwo_dtype_name(yt), with_bias, with_smooth, with_perm, hadamard, streamed, (unsigned long long)M, (unsigned long long)N,
                (unsigned long long)K, (unsigned long long)rows_checked, e, (unsigned long long)maxulp, ue);
         if (fmt == LWO_FORMAT_INT8) CHECK(maxulp <= 1, "int8 path differs from the reference by %llu ulp", (unsigned long long)maxulp);
         else CHECK(e < 1e-2, "%s: relative L2 %.3e against the reference", fmt_name(fmt), e);
         CHECK(ue < (fmt == LWO_FORMAT_BF16 || fmt == LWO_FORMAT_F16 ? 2e-2 : fmt == LWO_FORMAT_INT8 ? 5e-2 : 0.2), "%s: relative L2 %.3e against the unquantized linear", fmt_name(fmt), ue);
     }
 out:
+    if (acquired) lwo_weight_release(ctx, NULL, w);
     if (tx) lwo_tensor_destroy(ctx, tx);
     if (ty) lwo_tensor_destroy(ctx, ty);
     if (w) lwo_weight_destroy(ctx, w);
     free(wf); free(bias); free(sm); free(x); free(y); free(yr); free(wq); free(wsc); free(wb); free(asc); free(aq); free(wup);
+    free(perm); free(prep); free(rsc); free(rwq);
+}
+
+static void run_case(lwo_format fmt, lwo_dtype yt, int with_bias, int with_smooth, uint64_t M, uint64_t N, uint64_t K) {
+    run_case_ex(fmt, yt, with_bias, with_smooth, 0, 0, 0, M, N, K);
 }
 
 /* The fixed shapes (tile edges, tiny M, the benchmark's) and a few drawn per run, every format. */
@@ -133,7 +188,24 @@ static void run_suite(const lwo_device_info *info) {
                     if (s == 5 && (o != 0 || b != 1)) continue;
                     run_case((lwo_format)f, outs[o], b, 0, shapes[s][0], shapes[s][1], shapes[s][2]);
                 }
-        if (f == LWO_FORMAT_INT8 || f == LWO_FORMAT_FP8_E4M3_W8A8) run_case((lwo_format)f, LWO_DTYPE_BF16, 1, 1, 64, 200, 328);
+        if (f == LWO_FORMAT_INT8 || f == LWO_FORMAT_FP8_E4M3_W8A8) {
+            static const int blocks[] = { 2, 4, 8, 16, 32, 64, 128, 256 };
+            int i;
+            run_case((lwo_format)f, LWO_DTYPE_BF16, 1, 1, 64, 200, 328);
+            /* the prep: every block size over K = 328 (a multiple of 8 but not of 16 or more: the last
+               block mixes columns with padding), with and without perm and smooth */
+            run_case_ex((lwo_format)f, LWO_DTYPE_BF16, 1, 0, 1, 0, 0, 64, 200, 328);
+            for (i = 0; i < 8; i++)
+                run_case_ex((lwo_format)f, outs[i % 3], i & 1, (i >> 1) & 1, i % 3 != 1, blocks[i], 0, 37, 200, 328);
+            run_case_ex((lwo_format)f, LWO_DTYPE_F32, 1, 1, 1, 256, 0, 5, 100, 3000);   /* 3000 -> kpad 3072 */
+            run_case_ex((lwo_format)f, LWO_DTYPE_BF16, 0, 1, 1, 64, 0, 3, 77, 13);      /* tiny, odd K */
+            run_case_ex((lwo_format)f, LWO_DTYPE_F16, 1, 0, 0, 128, 0, 129, 257, 4097); /* odd K, unaligned rows */
+            run_case_ex((lwo_format)f, LWO_DTYPE_BF16, 1, 1, 1, 128, 0, 64, 3072, 12288); /* the benchmark's K, held on chip */
+            run_case_ex((lwo_format)f, LWO_DTYPE_BF16, 1, 1, 1, 64, 0, 3, 64, 20000);  /* staged, prep done twice */
+            run_case_ex((lwo_format)f, LWO_DTYPE_BF16, 1, 1, 1, 32, 0, 3, 64, 60001);  /* past shared memory: two passes */
+            run_case_ex((lwo_format)f, LWO_DTYPE_BF16, 1, 1, 1, 256, 1, 64, 200, 328); /* a streamed weight */
+            run_case_ex((lwo_format)f, LWO_DTYPE_BF16, 1, 0, 0, 16, 1, 3, 300, 1000);
+        }
         for (s = 0; s < (quick ? 1 : 3); s++) /* drawn: multiples and non-multiples of the 64/128 tiles */
             run_case((lwo_format)f, outs[check_rand_u64() % 3], (int)(check_rand_u64() & 1), 0,
                      1 + check_rand_u64() % 2500, 1 + check_rand_u64() % 1500, 1 + check_rand_u64() % 1500);
