@@ -97,5 +97,27 @@ int main(void) {
     }
     CHECK(bad == 0, "%d random plans invalid or far from optimal", bad);
     printf("  3000 random plans: %d stream more than the exhaustive optimum (worst ratio %.2f), keeping two slots for overlap\n", worse, worst);
+    /* the streamed weights of one size are spread along the pass, not bunched at its end: 24 blocks
+       of four weights (the streaming benchmark's shapes), half of the bytes resident */
+    {
+        uint64_t wb[96], total = 0;
+        int b, k, i, run = 0, longest = 0, first_half = 0, streamed = 0;
+        static const uint64_t shape_bytes[4] = { 9216ull * 3072 * 2, 3072ull * 3072 * 2, 12288ull * 3072 * 2, 3072ull * 12288 * 2 };
+        for (b = 0; b < 24; b++) for (k = 0; k < 4; k++) { wb[b * 4 + k] = shape_bytes[k]; total += shape_bytes[k]; }
+        memset(&d, 0, sizeof d);
+        d.weight_bytes = wb; d.count = 96; d.budget = total / 2; d.max_slots = 4;
+        CHECK_EQ_INT(lwo_plan_make(&d, &p, err, sizeof err), LWO_SUCCESS);
+        for (i = 0; i < 96; i++) {
+            if (!p.resident[i]) { streamed++; if (i < 48) first_half++; }
+            /* runs counted over the large (up, down) weights only: the others may all stream */
+            if (i % 4 >= 2) { run = p.resident[i] ? 0 : run + 1; if (run > longest) longest = run; }
+        }
+        printf("  spread: %d of 96 weights streamed, %d of them in the first half of the pass; longest run of streamed up/down weights %d\n",
+               streamed, first_half, longest);
+        CHECK(streamed > 0 && first_half * 3 >= streamed && first_half * 3 <= 2 * streamed,
+              "the streamed weights are spread over the pass (%d of %d in its first half)", first_half, streamed);
+        CHECK(longest <= 4, "no long stretch of streamed large weights (longest %d)", longest);
+        lwo_plan_free(&p);
+    }
     return CHECK_SUMMARY();
 }
