@@ -716,6 +716,8 @@ typedef struct lwo_stats {
     double last_pass_ms;                 /* GPU time of the last finished pass */
     uint64_t last_pass_bytes;            /* bytes streamed in it */
     double last_pass_GBps;               /* last_pass_bytes / last_pass_ms: achieved host-to-device */
+    double plan_predicted_ms;            /* a plan timed against a pass (lwo_streaming_plan after one): */
+    double plan_predicted_wait_ms;       /* the model's pass and its waits; 0 when not timed */
 } lwo_stats;
 LWO_API lwo_result lwo_stats_get(lwo_context *ctx, lwo_stats *out);
 
@@ -729,6 +731,14 @@ typedef struct lwo_plan_desc {
     uint64_t budget;              /* arena bytes available to weights and the ring */
     uint64_t workspace;           /* bytes to keep free for activations and scratch */
     int max_slots;                /* most staging slots in the ring; 0 = 4 */
+    /* Optional, for a plan timed against the pass (the engine fills these in after a pass it
+       timed): with use_ms and h2d_GBps set, candidate plans (ring sizes, which weights stream) are
+       played through a model of the ring and the fastest wins, instead of the fewest bytes. */
+    const uint32_t *use_order;    /* weight indices in use order, use_count of them; NULL: each
+                                     weight once, in index order */
+    size_t use_count;
+    const float *use_ms;          /* compute-stream milliseconds from each use to the next one */
+    double h2d_GBps;              /* host-to-device rate the transfers run at */
 } lwo_plan_desc;
 
 typedef struct lwo_plan {
@@ -741,6 +751,8 @@ typedef struct lwo_plan {
                                      the smaller ones may be in it at once */
     uint64_t streamed_bytes;      /* bytes moved per pass */
     uint64_t total_bytes;         /* resident + ring + workspace: never above the budget */
+    double predicted_ms;          /* a timed plan: the model's steady-state pass, and how long the */
+    double predicted_wait_ms;     /* compute stream waits in it on transfers (0 when not timed) */
 } lwo_plan;
 
 /* On LWO_ERROR_OUT_OF_BUDGET, err names the weight that cannot fit and the bytes missing. */
@@ -3614,12 +3626,199 @@ static int lwo__plan_spread(const uint64_t *sizes, size_t *order, size_t n) {
     return 1;
 }
 
+/* The room no resident weight took goes to the slots: room to pack more small weights. */
+static uint64_t lwo__plan_widen(const uint64_t *sizes, size_t n, const uint8_t *resident, uint64_t room, uint64_t slot, int slots) {
+    uint64_t res = 0;
+    size_t i;
+    if (slots <= 0) return slot;
+    for (i = 0; i < n; i++) if (resident[i]) res += sizes[i];
+    if (room > res + (uint64_t)slots * slot) slot += (room - res - (uint64_t)slots * slot) / (uint64_t)slots / LWO__ALIGN * LWO__ALIGN;
+    return slot;
+}
+
+/* The timed planner. Fewest bytes streamed is the right aim only while transfers outrun compute
+   everywhere; where they do not, a plan that keeps the most bytes resident can still leave the
+   compute stream waiting: the ring it leaves is small, so transfers run only a few weights ahead,
+   and the streamed weights can bunch where there is little compute to hide them (measured on a
+   Flux-sized model: the modulation weights, read by one-row products, and the double blocks'
+   weights streamed while the single blocks' stayed resident, 1.19x of the resident step with
+   transfers half as long as it). Given each use's compute time and the host-to-device rate, the
+   planner plays candidate plans through a model of the ring and keeps the fastest.
+   The model does what lwo__item_fill and lwo__item_acquire do, on a clock: transfers in use order,
+   one after another at the rate (plus a fixed cost each), each placed at the ring's head by the
+   slot rule and started once every fill it overwrites has been read; a use waits for its
+   transfer, then computes for its use_ms, and its fill counts as read at the end of that. Three
+   passes run back to back (a pass's last uses prefetch the next one's first weights); the third
+   is the one measured. */
+#define LWO__XFER_FIXED_MS 0.004
+
+typedef struct lwo__plan_model {
+    const uint64_t *sizes;
+    size_t n, uses;
+    const uint32_t *order;
+    const float *ms;
+    double bytes_per_ms;
+    /* scratch: live fills, and each weight's fill (-1: none) */
+    uint64_t *f_off, *f_size;
+    double *f_ready, *f_read;
+    size_t *f_item;
+    long *fill_of;
+} lwo__plan_model;
+
+static double lwo__plan_simulate(lwo__plan_model *m, const uint8_t *resident, uint64_t slot, int slots, double *wait_ms) {
+    const uint64_t ring = slot * (uint64_t)slots;
+    uint64_t head = 0;
+    double t = 0, t_xfer = 0, pass_start = 0, waited = 0;
+    size_t nf = 0, u, k;
+    int pass;
+    for (k = 0; k < m->n; k++) m->fill_of[k] = -1;
+    for (pass = 0; pass < 3; pass++) {
+        if (pass == 2) { pass_start = t; waited = 0; }
+        for (u = 0; u < m->uses; u++) {
+            size_t w = m->order[u];
+            double start = t;
+            long f = -1;
+            if (!resident[w] && m->sizes[w] && ring) {
+                f = m->fill_of[w];
+                if (f < 0) {
+                    uint64_t size = m->sizes[w], off = head;
+                    double go = t_xfer;
+                    if (off % slot + size > slot) off = (off / slot + 1) * slot;
+                    if (off + size > ring) off = 0;
+                    for (k = 0; k < nf;) {   /* the fills it overwrites leave the ring */
+                        if (m->f_off[k] < off + size && off < m->f_off[k] + m->f_size[k]) {
+                            if (m->f_read[k] > go) go = m->f_read[k];
+                            m->fill_of[m->f_item[k]] = -1;
+                            nf--;
+                            m->f_off[k] = m->f_off[nf]; m->f_size[k] = m->f_size[nf]; m->f_ready[k] = m->f_ready[nf];
+                            m->f_read[k] = m->f_read[nf]; m->f_item[k] = m->f_item[nf];
+                            if (k < nf) m->fill_of[m->f_item[k]] = (long)k;
+                        } else k++;
+                    }
+                    t_xfer = go + (double)size / m->bytes_per_ms + LWO__XFER_FIXED_MS;
+                    f = (long)nf++;
+                    m->f_off[f] = off; m->f_size[f] = size; m->f_ready[f] = t_xfer; m->f_read[f] = 0; m->f_item[f] = w;
+                    m->fill_of[w] = f;
+                    head = off + size;
+                }
+                if (m->f_ready[f] > start) { waited += m->f_ready[f] - start; start = m->f_ready[f]; }
+            }
+            t = start + m->ms[u];
+            if (f >= 0) m->f_read[f] = t;
+        }
+    }
+    *wait_ms = waited;
+    return t - pass_start;
+}
+
+/* A candidate's score: its modeled pass at the measured rate plus the same at 85% of it, so that
+   of two plans equally fast on paper the one that degrades less when copies run slower than the
+   measurement (smaller copies, a busier bus) wins. *ms, *wait: the model at the measured rate. */
+static double lwo__plan_score(lwo__plan_model *m, const uint8_t *resident, uint64_t slot, int slots, double *ms, double *wait) {
+    const double rate = m->bytes_per_ms;
+    double w2, slow;
+    *ms = lwo__plan_simulate(m, resident, slot, slots, wait);
+    m->bytes_per_ms = rate * 0.85;
+    slow = lwo__plan_simulate(m, resident, slot, slots, &w2);
+    m->bytes_per_ms = rate;
+    return *ms + slow;
+}
+
+/* Which weights stream, for a ring of `ring` bytes and slots of `slot`: walking the uses in order,
+   a credit grows by rho bytes per millisecond of compute (capped at the ring: transfers can run
+   no further ahead than it holds), and a weight streams when its bytes fit the credit. rho is the
+   streaming density along the pass; the caller searches for the smallest one whose resident
+   weights fit. Weights larger than a slot stay resident; weights no use reads stream (they cost
+   nothing). Returns the resident bytes. */
+static uint64_t lwo__plan_dither(const lwo__plan_model *m, double rho, uint64_t slot, uint64_t ring, uint8_t *resident, uint8_t *seen) {
+    double credit = (double)ring / 2;
+    uint64_t res = 0;
+    size_t u, i;
+    memset(seen, 0, m->n);
+    for (i = 0; i < m->n; i++) resident[i] = 1;
+    for (u = 0; u < m->uses; u++) {
+        size_t w = m->order[u];
+        if (!seen[w]) {
+            seen[w] = 1;
+            if (m->sizes[w] && m->sizes[w] <= slot && (double)m->sizes[w] <= credit) { resident[w] = 0; credit -= (double)m->sizes[w]; }
+        }
+        credit += rho * m->ms[u];
+        if (credit > (double)ring) credit = (double)ring;
+    }
+    for (i = 0; i < m->n; i++) {
+        if (!seen[i] && m->sizes[i] <= slot) resident[i] = 0;
+        if (resident[i]) res += m->sizes[i];
+    }
+    return res;
+}
+
+/* The timed search: for each slot size (a distinct weight size) and ring depth, the densest
+   streaming whose resident weights fit the room the ring leaves, the room still free then given
+   to the largest streamed weights that fit; each candidate is played through the model and the
+   best score replaces *best when it beats it (by 0.2%, or ties it streaming fewer bytes). Each is
+   timed as it would be made, its slots widened by the room left. */
+static int lwo__plan_timed(lwo__plan_model *m, uint64_t room, int max_slots, uint8_t *best, uint64_t *best_slot, int *best_slots,
+                           uint64_t *best_stream, double *best_score, double *best_ms, double *best_wait) {
+    static const int depth[] = { 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64 };
+    uint8_t *cand = (uint8_t *)LWO_MALLOC(2 * m->n + 2), *seen;
+    size_t i, j, d;
+    uint64_t total = 0;
+    if (!cand) return 0;
+    seen = cand + m->n + 1;
+    for (i = 0; i < m->n; i++) total += m->sizes[i];
+    for (i = 0; i < m->n; i++) {
+        uint64_t S = m->sizes[i];
+        int dup = S == 0;
+        for (j = 0; j < i && !dup; j++) dup = m->sizes[j] == S;
+        if (dup) continue;
+        for (d = 0; d < sizeof depth / sizeof depth[0]; d++) {
+            int slots = depth[d] < max_slots ? depth[d] : max_slots;
+            uint64_t ring = (uint64_t)depth[d] * S, slot, cap, res, streamed;
+            double lo = 0, hi = 1, ms, wait, score;
+            int it;
+            if (ring > room) break;
+            slot = ring / (uint64_t)slots / LWO__ALIGN * LWO__ALIGN;
+            if (slot < S) continue;
+            ring = slot * (uint64_t)slots;
+            cap = room - ring;
+            if (lwo__plan_dither(m, 1e30, slot, ring, cand, seen) > cap) continue;   /* the slot is too narrow for this room */
+            for (it = 0; it < 200 && lwo__plan_dither(m, hi, slot, ring, cand, seen) > cap; it++) hi *= 2;
+            for (it = 0; it < 40; it++) {
+                double mid = (lo + hi) / 2;
+                if (lwo__plan_dither(m, mid, slot, ring, cand, seen) > cap) lo = mid; else hi = mid;
+            }
+            res = lwo__plan_dither(m, hi, slot, ring, cand, seen);
+            if (res > cap) continue;
+            /* the room left: the largest streamed weights that fit it stay resident */
+            for (;;) {
+                size_t pick = m->n;
+                for (j = 0; j < m->n; j++)
+                    if (!cand[j] && m->sizes[j] <= cap - res && (pick == m->n || m->sizes[j] > m->sizes[pick])) pick = j;
+                if (pick == m->n || !m->sizes[pick]) break;
+                cand[pick] = 1;
+                res += m->sizes[pick];
+            }
+            streamed = total - res;
+            if (!streamed) continue;   /* all resident is the untimed plan's case */
+            slot = lwo__plan_widen(m->sizes, m->n, cand, room, slot, slots);
+            score = lwo__plan_score(m, cand, slot, slots, &ms, &wait);
+            if (score < *best_score * 0.998 || (score <= *best_score * 1.002 && streamed < *best_stream)) {
+                memcpy(best, cand, m->n);
+                *best_slot = slot; *best_slots = slots; *best_stream = streamed; *best_score = score; *best_ms = ms; *best_wait = wait;
+            }
+        }
+    }
+    LWO_FREE(cand);
+    return 1;
+}
+
 LWO_DEF lwo_result lwo_plan_make(const lwo_plan_desc *desc, lwo_plan *out, char *err, size_t err_size) {
     size_t i, j, n, *order = NULL, largest_i = 0;
     uint64_t *sizes = NULL, total = 0, best_stream = UINT64_MAX;
-    int max_slots, best_slots = 0;
+    int max_slots, best_slots = 0, timed;
     uint64_t best_slot = 0;
     uint8_t *flags = NULL, *best = NULL;
+    double best_ms = 0, best_wait = 0, best_score = 0;
     char dummy[1];
     if (!err || !err_size) { err = dummy; err_size = sizeof dummy; }
     err[0] = 0;
@@ -3628,6 +3827,17 @@ LWO_DEF lwo_result lwo_plan_make(const lwo_plan_desc *desc, lwo_plan *out, char 
     n = desc->count;
     if (n && !desc->weight_bytes) { snprintf(err, err_size, "argument 'desc->weight_bytes' is NULL"); return LWO_ERROR_INVALID_ARGUMENT; }
     max_slots = desc->max_slots > 0 ? desc->max_slots : 4;
+    timed = desc->use_ms && desc->h2d_GBps > 0;
+    if (timed && desc->use_order) {
+        for (i = 0; i < desc->use_count; i++)
+            if (desc->use_order[i] >= n) { snprintf(err, err_size, "use %zu names weight %u; there are %zu", i, (unsigned)desc->use_order[i], n); return LWO_ERROR_INVALID_ARGUMENT; }
+    }
+    if (timed) {
+        size_t uses = desc->use_order ? desc->use_count : n;
+        for (i = 0; i < uses; i++)
+            if (!(desc->use_ms[i] >= 0 && desc->use_ms[i] < 1e9)) { snprintf(err, err_size, "use %zu: use_ms is %g; want a time in milliseconds", i, (double)desc->use_ms[i]); return LWO_ERROR_INVALID_ARGUMENT; }
+        if (!(desc->h2d_GBps < 1e6)) { snprintf(err, err_size, "h2d_GBps is %g; want GB/s", desc->h2d_GBps); return LWO_ERROR_INVALID_ARGUMENT; }
+    }
     if (desc->workspace > desc->budget) {
         snprintf(err, err_size, "the workspace (%llu bytes) alone exceeds the budget (%llu bytes)", (unsigned long long)desc->workspace, (unsigned long long)desc->budget);
         return LWO_ERROR_OUT_OF_BUDGET;
@@ -3693,12 +3903,34 @@ LWO_DEF lwo_result lwo_plan_make(const lwo_plan_desc *desc, lwo_plan *out, char 
             }
         }
     }
-    /* the room no resident weight took goes to the slots: room to pack more small weights */
-    if (best_slots > 0) {
-        uint64_t res = 0, room = desc->budget - desc->workspace;
-        for (i = 0; i < n; i++) if (best[i]) res += sizes[i];
-        if (room > res + (uint64_t)best_slots * best_slot)
-            best_slot += (room - res - (uint64_t)best_slots * best_slot) / (uint64_t)best_slots / LWO__ALIGN * LWO__ALIGN;
+    best_slot = lwo__plan_widen(sizes, n, best, desc->budget - desc->workspace, best_slot, best_slots);
+    /* timed: the plan above is the first candidate, and the model may find a faster one */
+    if (timed && best_slots > 0) {
+        lwo__plan_model m;
+        uint32_t *idx = NULL;
+        void *scratch;
+        size_t uses = desc->use_order ? desc->use_count : n;
+        memset(&m, 0, sizeof m);
+        m.sizes = sizes; m.n = n; m.uses = uses; m.ms = desc->use_ms;
+        m.bytes_per_ms = desc->h2d_GBps * 1e6;
+        scratch = LWO_MALLOC((uses + 1) * (2 * sizeof(uint64_t) + 2 * sizeof(double) + sizeof(size_t)) + (n + 1) * (sizeof(long) + sizeof(uint32_t)));
+        if (!scratch) { LWO_FREE(sizes); LWO_FREE(order); LWO_FREE(flags); LWO_FREE(best); return LWO_ERROR_OUT_OF_HOST_MEMORY; }
+        m.f_ready = (double *)scratch; m.f_read = m.f_ready + uses + 1;
+        m.f_off = (uint64_t *)(m.f_read + uses + 1); m.f_size = m.f_off + uses + 1;
+        m.f_item = (size_t *)(m.f_size + uses + 1);
+        m.fill_of = (long *)(m.f_item + uses + 1);
+        idx = (uint32_t *)(m.fill_of + n + 1);
+        if (!desc->use_order) for (i = 0; i < n; i++) idx[i] = (uint32_t)i;
+        m.order = desc->use_order ? desc->use_order : idx;
+        best_score = lwo__plan_score(&m, best, best_slot, best_slots, &best_ms, &best_wait);
+        if (!lwo__plan_timed(&m, desc->budget - desc->workspace, max_slots, best, &best_slot, &best_slots, &best_stream, &best_score, &best_ms, &best_wait)) {
+            LWO_FREE(scratch); LWO_FREE(sizes); LWO_FREE(order); LWO_FREE(flags); LWO_FREE(best); return LWO_ERROR_OUT_OF_HOST_MEMORY;
+        }
+        out->predicted_ms = best_ms;
+        out->predicted_wait_ms = best_wait;
+        LWO_FREE(scratch);
+    } else if (timed) {
+        for (i = 0; i < (desc->use_order ? desc->use_count : n); i++) out->predicted_ms += desc->use_ms[i];
     }
     out->resident = best;
     out->slot_bytes = best_slot;
@@ -3767,6 +3999,14 @@ typedef struct lwo__fill {
     int item;
 } lwo__fill;
 
+/* A use's timing: events pre (before its wait on the fill) and post (after it; the same event for
+   a resident weight), indices into the pool. pos: its position in the pass's order, LWO__MARK_NONE
+   outside a pass or off the order, LWO__MARK_END for a pass's end (uses: how many it had). The
+   compute after a use runs from its post to the next mark's pre. */
+#define LWO__MARK_NONE ((size_t)-1)
+#define LWO__MARK_END ((size_t)-2)
+typedef struct lwo__mark { size_t pre, post, pos, uses; } lwo__mark;
+
 typedef struct lwo__engine {
     lwo__item **items;
     size_t nitems, capitems;
@@ -3780,15 +4020,23 @@ typedef struct lwo__engine {
     int nstreams;
     lwo__CUevent graph_done;             /* a whole-pass graph's end: the next eager writes wait on it */
     int graph_wait[LWO__MAX_OFFLOAD];    /* stream k has yet to wait on graph_done */
+    int joined[LWO__MAX_OFFLOAD];        /* stream k has joined the open capture */
     uint32_t *order, *learning; /* use order (item ids) and the one being learned */
     size_t norder, nlearning, caplearning, pos;
     int order_known, in_pass, capturing;
     uint64_t fill_counter;
     lwo__CUevent fork;     /* joins offload streams into a capture */
     int test_skip_consumed_wait, test_skip_ready_wait;
-    /* timing: an event pair around each wait on a fill, harvested once complete; one pair per pass */
+    /* timing, harvested once complete: marks on the compute stream at each use in a pass (and at
+       each wait on a fill outside one), from a pool of events; one event pair per pass */
     lwo__CUevent *wait_ev;
-    size_t nwait, capwait, harvested;
+    size_t nwait, capwait;
+    struct lwo__mark *marks;
+    size_t nmarks, capmarks, harvested;
+    float *use_ms;         /* compute time after each use of the last pass timed whole, by position */
+    size_t cap_use_ms, timed_uses, profiled;   /* uses timed in the pass being harvested; in the last whole one */
+    double h2d_GBps;       /* measured on the resident uploads of a plan (0: not yet) */
+    uint64_t deviations0;  /* order deviations when the open pass began */
     lwo__CUevent pass_ev[2];
     int pass_timed;        /* a pass's events were recorded and not yet read */
     int pass_timing;       /* the open pass recorded its start event */
@@ -3859,6 +4107,8 @@ static void lwo__engine_free(lwo_context *ctx) {
     if (e->graph_done) ctx->cu.cuEventDestroy(e->graph_done);
     for (i = 0; i < e->capwait; i++) if (e->wait_ev[i]) ctx->cu.cuEventDestroy(e->wait_ev[i]);
     LWO_FREE(e->wait_ev);
+    LWO_FREE(e->marks);
+    LWO_FREE(e->use_ms);
     for (k = 0; k < 2; k++) if (e->pass_ev[k]) ctx->cu.cuEventDestroy(e->pass_ev[k]);
     LWO_FREE(e->items); LWO_FREE(e->order); LWO_FREE(e->learning);
     LWO_FREE(e);
@@ -3918,18 +4168,95 @@ static lwo_result lwo__item_upload(lwo_context *ctx, const lwo__item *it, lwo__C
     return LWO_SUCCESS;
 }
 
+/* Reads the finished marks: waits into the stats, each use's compute time into use_ms (a pass
+   whose every use was read becomes the profile the planner times against), and the last pass.
+   With `wait` set it first lets the compute stream finish and then drops what it cannot read (a
+   use whose next mark was never recorded), so the pool can be reused. */
+static void lwo__engine_harvest(lwo_context *ctx, lwo__engine *e, int wait) {
+    float ms;
+    if (wait) ctx->cu.cuStreamSynchronize(ctx->compute);
+    while (e->harvested < e->nmarks) {
+        const lwo__mark *m = &e->marks[e->harvested];
+        if (ctx->cu.cuEventQuery(e->wait_ev[m->post]) != 0) break;
+        if (m->pos != LWO__MARK_NONE && m->pos != LWO__MARK_END) {
+            const lwo__mark *nx = m + 1;
+            if (e->harvested + 1 >= e->nmarks || ctx->cu.cuEventQuery(e->wait_ev[nx->pre]) != 0) break;
+            if (m->pos < e->cap_use_ms && ctx->cu.cuEventElapsedTime(&ms, e->wait_ev[m->post], e->wait_ev[nx->pre]) == 0) {
+                e->use_ms[m->pos] = ms;
+                e->timed_uses++;
+            }
+        }
+        if (m->pre != m->post && ctx->cu.cuEventElapsedTime(&ms, e->wait_ev[m->pre], e->wait_ev[m->post]) == 0) ctx->stats.wait_ms += ms;
+        if (m->pos == LWO__MARK_END) {
+            e->profiled = e->timed_uses == m->uses ? m->uses : 0;
+            e->timed_uses = 0;
+        }
+        e->harvested++;
+    }
+    if (wait && e->harvested < e->nmarks) { e->timed_uses = 0; e->harvested = e->nmarks; }   /* a pass cut short is no profile */
+    if (e->harvested >= e->nmarks) e->nmarks = e->harvested = e->nwait = 0;
+    if (e->pass_timed && ctx->cu.cuEventQuery(e->pass_ev[1]) == 0 && ctx->cu.cuEventElapsedTime(&ms, e->pass_ev[0], e->pass_ev[1]) == 0) {
+        ctx->stats.last_pass_ms = ms;
+        ctx->stats.last_pass_bytes = e->pass_bytes;
+        ctx->stats.last_pass_GBps = ms > 0 ? (double)e->pass_bytes / ms / 1e6 : 0;
+        e->pass_timed = 0;
+    }
+}
+
+/* Makes room in the event pool for `need` more events: the pool grows, up to 8192 events; past
+   that the marks are read (after the compute stream finishes) and the pool starts over. */
+static lwo_result lwo__engine_reserve(lwo_context *ctx, lwo__engine *e, size_t need) {
+    size_t cap, i;
+    lwo__CUevent *ne;
+    if (e->nwait + need <= e->capwait) return LWO_SUCCESS;
+    if (e->capwait >= 8192) { lwo__engine_harvest(ctx, e, 1); if (e->nwait + need <= e->capwait) return LWO_SUCCESS; }
+    cap = e->capwait ? e->capwait * 2 : 256;
+    ne = (lwo__CUevent *)LWO_REALLOC(e->wait_ev, cap * sizeof *ne);
+    if (!ne) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    e->wait_ev = ne;
+    for (i = e->capwait; i < cap; i++) {
+        lwo__CUresult rc = ctx->cu.cuEventCreate(&e->wait_ev[i], 0);
+        if (rc) { e->capwait = i; return lwo__cuda_fail(ctx, rc, "cuEventCreate"); }
+    }
+    e->capwait = cap;
+    return LWO_SUCCESS;
+}
+
+/* Records the next pool event on the compute stream (room reserved); *index is where it went. */
+static lwo_result lwo__engine_event(lwo_context *ctx, lwo__engine *e, lwo__CUstream cs, size_t *index) {
+    LWO__CU(ctx, cuEventRecord(e->wait_ev[e->nwait], cs));
+    *index = e->nwait++;
+    return LWO_SUCCESS;
+}
+
+/* Appends a mark (pre == post: one event) after recording its events; nothing inside a capture. */
+static lwo_result lwo__engine_mark(lwo_context *ctx, lwo__engine *e, size_t pre, size_t post, size_t pos, size_t uses) {
+    lwo__mark *m;
+    if (e->nmarks == e->capmarks) {
+        size_t cap = e->capmarks ? e->capmarks * 2 : 256;
+        lwo__mark *nm = (lwo__mark *)LWO_REALLOC(e->marks, cap * sizeof *nm);
+        if (!nm) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        e->marks = nm;
+        e->capmarks = cap;
+    }
+    m = &e->marks[e->nmarks++];
+    m->pre = pre; m->post = post; m->pos = pos; m->uses = uses;
+    return LWO_SUCCESS;
+}
+
 LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes) {
     lwo__engine *e;
     lwo_plan_desc pd;
     lwo_plan plan;
     lwo_result r;
     uint64_t *sizes, forced = 0, free_bytes;
-    size_t i, n;
+    size_t i, n, ev0 = 0, ev1 = 0;
     int k;
     char err[512];
     LWO__ENTER(ctx);
     if ((r = lwo__engine_get(ctx, &e)) != 0) return r;
     if (e->in_pass) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_streaming_plan inside a pass");
+    if (e->capturing) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_streaming_plan inside a graph capture");
     LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
     for (k = 0; k < e->nstreams; k++) LWO__CU(ctx, cuStreamSynchronize(e->streams[k]));
     /* start from nothing placed: resident storage and the ring go back to the arena */
@@ -3953,6 +4280,11 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
     pd.budget = free_bytes > forced ? free_bytes - forced : 0;
     pd.workspace = workspace_bytes + 64 * LWO__ALIGN; /* allocator rounding headroom */
     pd.max_slots = ctx->desc.max_slots;
+    /* a whole pass timed in the learned order, and a measured rate: the plan is timed against them */
+    lwo__engine_harvest(ctx, e, 1);
+    if (e->order_known && e->profiled == e->norder && e->norder && e->h2d_GBps > 0) {
+        pd.use_order = e->order; pd.use_count = e->norder; pd.use_ms = e->use_ms; pd.h2d_GBps = e->h2d_GBps;
+    }
     if (forced > free_bytes) { LWO_FREE(sizes); return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET, "weights marked resident need %llu bytes; %llu are free", (unsigned long long)forced, (unsigned long long)free_bytes); }
     r = lwo_plan_make(&pd, &plan, err, sizeof err);
     if (r) { LWO_FREE(sizes); return lwo__fail(ctx, r, "streaming plan: %s", err); }
@@ -3966,6 +4298,8 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
     }
     LWO_FREE(sizes);
     ctx->stats.resident_bytes = 0;
+    /* the resident uploads, timed: the host-to-device rate a later plan is timed with */
+    if ((r = lwo__engine_reserve(ctx, e, 2)) != 0 || (r = lwo__engine_event(ctx, e, ctx->compute, &ev0)) != 0) { lwo_plan_free(&plan); return r; }
     for (i = 0; i < n; i++) {
         lwo__item *it = e->items[i];
         if (it->dead || (it->force != 1 && !plan.resident[i])) continue;
@@ -3976,6 +4310,7 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
         ctx->stats.resident_bytes += it->total;
         if ((r = lwo__item_upload(ctx, it, it->dev, ctx->compute)) != 0) { lwo_plan_free(&plan); return r; }
     }
+    if ((r = lwo__engine_event(ctx, e, ctx->compute, &ev1)) != 0) { lwo_plan_free(&plan); return r; }
     if (plan.slots > 0) {
         uint64_t bytes = (uint64_t)plan.slots * plan.slot_bytes;
         if ((r = lwo__arena_alloc(ctx, bytes, &e->ring_arena_off, &e->ring_arena_size, "the staging ring")) != 0) { lwo_plan_free(&plan); return r; }
@@ -3986,10 +4321,26 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
     }
     e->live_max = 0;
     ctx->stats.ring_bytes = e->ring_bytes;
-    lwo__log(ctx, LWO_LOG_INFO, "streaming plan: %llu bytes resident, %d slots of %llu bytes, %llu bytes streamed per pass",
-             (unsigned long long)ctx->stats.resident_bytes, plan.slots, (unsigned long long)plan.slot_bytes, (unsigned long long)plan.streamed_bytes);
+    ctx->stats.plan_predicted_ms = plan.predicted_ms;
+    ctx->stats.plan_predicted_wait_ms = plan.predicted_wait_ms;
+    if (pd.use_ms)
+        lwo__log(ctx, LWO_LOG_INFO, "streaming plan, timed against the last pass (%.2f ms of compute, %.1f GB/s): %llu bytes resident, "
+                 "%d slots of %llu bytes, %llu bytes streamed per pass; the model's pass %.2f ms, %.2f ms of it waiting",
+                 ctx->stats.plan_predicted_ms - plan.predicted_wait_ms, e->h2d_GBps, (unsigned long long)ctx->stats.resident_bytes, plan.slots,
+                 (unsigned long long)plan.slot_bytes, (unsigned long long)plan.streamed_bytes, plan.predicted_ms, plan.predicted_wait_ms);
+    else
+        lwo__log(ctx, LWO_LOG_INFO, "streaming plan: %llu bytes resident, %d slots of %llu bytes, %llu bytes streamed per pass",
+                 (unsigned long long)ctx->stats.resident_bytes, plan.slots, (unsigned long long)plan.slot_bytes, (unsigned long long)plan.streamed_bytes);
     lwo_plan_free(&plan);
     LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
+    {
+        float ms = 0;
+        /* 1 MiB or more: below that the copies' start-up is most of what is timed (a small upload
+           still gives a rate, a low one, which only makes the planner cautious) */
+        if (ctx->stats.resident_bytes >= (1u << 20) && ctx->cu.cuEventElapsedTime(&ms, e->wait_ev[ev0], e->wait_ev[ev1]) == 0 && ms > 0)
+            e->h2d_GBps = (double)ctx->stats.resident_bytes / ms / 1e6;
+    }
+    e->nmarks = e->harvested = e->nwait = 0;   /* the pool's events are free again (harvested above) */
     return LWO_SUCCESS;
 }
 
@@ -4040,10 +4391,13 @@ static lwo_result lwo__item_fill(lwo_context *ctx, lwo__engine *e, lwo__item *it
     }
     k = (int)(e->fill_counter % (uint64_t)e->nstreams);
     st = e->streams[k];
-    /* inside a capture the offload stream joins the graph by waiting on the capturing stream */
-    if (e->capturing) {
+    /* inside a capture the offload stream joins the graph by waiting on the capturing stream, once:
+       its later transfers then depend only on what they wait for (joining at every fill would tie
+       each transfer to the compute stream's position when the host issued it) */
+    if (e->capturing && !e->joined[k]) {
         LWO__CU(ctx, cuEventRecord(e->fork, ctx->compute));
         LWO__CU(ctx, cuStreamWaitEvent(st, e->fork, 0));
+        e->joined[k] = 1;
     }
     if (e->graph_wait[k]) { LWO__CU(ctx, cuStreamWaitEvent(st, e->graph_done, 0)); e->graph_wait[k] = 0; }
     /* the fills it overwrites leave the ring; the rule the reference systems broke is to write
@@ -4092,46 +4446,6 @@ static lwo_result lwo__item_fill(lwo_context *ctx, lwo__engine *e, lwo__item *it
     return LWO_SUCCESS;
 }
 
-/* Adds the finished waits (and the last pass) to the stats. With `wait` set it first lets the
-   compute stream finish, so everything recorded is read; else it reads only what is complete. */
-static void lwo__engine_harvest(lwo_context *ctx, lwo__engine *e, int wait) {
-    float ms;
-    if (wait) ctx->cu.cuStreamSynchronize(ctx->compute);
-    while (e->harvested + 1 < e->nwait) {
-        if (ctx->cu.cuEventQuery(e->wait_ev[e->harvested + 1]) != 0) break;
-        if (ctx->cu.cuEventElapsedTime(&ms, e->wait_ev[e->harvested], e->wait_ev[e->harvested + 1]) == 0) ctx->stats.wait_ms += ms;
-        e->harvested += 2;
-    }
-    if (e->harvested >= e->nwait) e->nwait = e->harvested = 0;
-    if (e->pass_timed && ctx->cu.cuEventQuery(e->pass_ev[1]) == 0 && ctx->cu.cuEventElapsedTime(&ms, e->pass_ev[0], e->pass_ev[1]) == 0) {
-        ctx->stats.last_pass_ms = ms;
-        ctx->stats.last_pass_bytes = e->pass_bytes;
-        ctx->stats.last_pass_GBps = ms > 0 ? (double)e->pass_bytes / ms / 1e6 : 0;
-        e->pass_timed = 0;
-    }
-}
-
-/* Records a timing event on the compute stream into the wait pool; 0 when timing is off. */
-static lwo_result lwo__engine_wait_mark(lwo_context *ctx, lwo__engine *e, lwo__CUstream cs) {
-    if (e->capturing) return LWO_SUCCESS;
-    if (e->nwait == e->capwait) {
-        size_t cap = e->capwait ? e->capwait * 2 : 256, i;
-        lwo__CUevent *ne;
-        if (cap > 8192) { lwo__engine_harvest(ctx, e, 1); if (e->nwait < e->capwait) goto record; }
-        ne = (lwo__CUevent *)LWO_REALLOC(e->wait_ev, cap * sizeof *ne);
-        if (!ne) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-        e->wait_ev = ne;
-        for (i = e->capwait; i < cap; i++) {
-            lwo__CUresult rc = ctx->cu.cuEventCreate(&e->wait_ev[i], 0);
-            if (rc) { e->capwait = i; return lwo__cuda_fail(ctx, rc, "cuEventCreate"); }
-        }
-        e->capwait = cap;
-    }
-record:
-    LWO__CU(ctx, cuEventRecord(e->wait_ev[e->nwait++], cs));
-    return LWO_SUCCESS;
-}
-
 /* Makes item it readable by kernels enqueued next on the compute stream; returns its device base. */
 static uint64_t lwo__item_part_offset(const lwo__item *it, int part) { return it->offset[part]; }
 
@@ -4149,7 +4463,7 @@ static void lwo__item_kill(lwo_context *ctx, lwo__item *it) {
 static lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUstream cs, lwo__CUdeviceptr *dev) {
     lwo__engine *e = ctx->engine;
     lwo_result r;
-    size_t k;
+    size_t k, pos = LWO__MARK_NONE, pre = 0, post = 0;
     int placed;
     /* the order covers resident weights too, so a pass that reorders them is seen */
     if (e->in_pass) {
@@ -4162,12 +4476,20 @@ static lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUstre
                 e->caplearning = cap;
             }
             e->learning[e->nlearning++] = it->id;
+            pos = e->nlearning - 1;
         } else if (e->pos < e->norder && e->order[e->pos] == it->id) {
-            e->pos++;
+            pos = e->pos++;
         } else {
             ctx->stats.order_deviations++;
             /* find it later in the order and go on from there */
             for (k = 0; k < e->norder; k++) if (e->order[k] == it->id) { e->pos = k + 1; break; }
+        }
+        if (pos != LWO__MARK_NONE && pos >= e->cap_use_ms) {
+            size_t cap = pos * 2 + 64;
+            float *nu = (float *)LWO_REALLOC(e->use_ms, cap * sizeof *nu);
+            if (!nu) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+            e->use_ms = nu;
+            e->cap_use_ms = cap;
         }
     }
     if (!it->resident) {
@@ -4195,10 +4517,20 @@ static lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUstre
             if (!placed) break;
         }
     }
-    if (it->resident) { *dev = it->dev; return LWO_SUCCESS; }
-    if ((r = lwo__engine_wait_mark(ctx, e, cs)) != 0) return r;
-    if (!e->test_skip_ready_wait) LWO__CU(ctx, cuStreamWaitEvent(cs, e->fills[it->fill].ready, 0));
-    if ((r = lwo__engine_wait_mark(ctx, e, cs)) != 0) return r;
+    /* the marks time the wait, and in a pass the compute that follows this use (the planner's
+       profile); a capture records none */
+    if (e->capturing) {
+        if (!it->resident && !e->test_skip_ready_wait) LWO__CU(ctx, cuStreamWaitEvent(cs, e->fills[it->fill].ready, 0));
+    } else if (it->resident) {
+        if (e->in_pass) {
+            if ((r = lwo__engine_reserve(ctx, e, 1)) != 0 || (r = lwo__engine_event(ctx, e, cs, &pre)) != 0 ||
+                (r = lwo__engine_mark(ctx, e, pre, pre, pos, 0)) != 0) return r;
+        }
+    } else {
+        if ((r = lwo__engine_reserve(ctx, e, 2)) != 0 || (r = lwo__engine_event(ctx, e, cs, &pre)) != 0) return r;
+        if (!e->test_skip_ready_wait) LWO__CU(ctx, cuStreamWaitEvent(cs, e->fills[it->fill].ready, 0));
+        if ((r = lwo__engine_event(ctx, e, cs, &post)) != 0 || (r = lwo__engine_mark(ctx, e, pre, post, e->in_pass ? pos : LWO__MARK_NONE, 0)) != 0) return r;
+    }
     *dev = it->dev;
     return LWO_SUCCESS;
 }
@@ -4224,6 +4556,7 @@ LWO_DEF lwo_result lwo_pass_begin(lwo_context *ctx) {
     if (e->pass_timing) LWO__CU(ctx, cuEventRecord(e->pass_ev[0], ctx->compute));
     e->pass_bytes0 = ctx->stats.bytes_streamed;
     e->in_pass = 1;
+    e->deviations0 = ctx->stats.order_deviations;
     e->pos = 0;
     e->nlearning = 0;
     return LWO_SUCCESS;
@@ -4235,6 +4568,15 @@ LWO_DEF lwo_result lwo_pass_end(lwo_context *ctx) {
     e = ctx->engine;
     if (!e || !e->in_pass) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_pass_end without lwo_pass_begin");
     e->in_pass = 0;
+    if (!e->capturing) {   /* the end of the pass's last use; with it, how many uses the pass had */
+        size_t ev = 0;
+        lwo_result r = lwo__engine_reserve(ctx, e, 1);
+        if (!r) r = lwo__engine_event(ctx, e, ctx->compute, &ev);
+        /* a pass that left the order is no profile: no count of uses matches it */
+        if (!r) r = lwo__engine_mark(ctx, e, ev, ev, LWO__MARK_END,
+                                     ctx->stats.order_deviations != e->deviations0 ? LWO__MARK_NONE : e->order_known ? e->pos : e->nlearning);
+        if (r) return r;
+    }
     if (e->pass_timing) {
         e->pass_timing = 0;
         LWO__CU(ctx, cuEventRecord(e->pass_ev[1], ctx->compute));
@@ -4267,7 +4609,7 @@ LWO_DEF lwo_result lwo_graph_capture_begin(lwo_context *ctx) {
     /* events recorded before the capture cannot be waited on inside it: start from idle streams */
     LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
     for (k = 0; k < e->nstreams; k++) LWO__CU(ctx, cuStreamSynchronize(e->streams[k]));
-    for (k = 0; k < e->nstreams; k++) e->graph_wait[k] = 0;
+    for (k = 0; k < e->nstreams; k++) e->graph_wait[k] = e->joined[k] = 0;
     /* and from an empty ring, so every transfer the pass needs is part of the graph */
     lwo__engine_forget_ring(e);
     LWO__CU(ctx, cuStreamBeginCapture(ctx->compute, 2 /* relaxed */));

@@ -274,7 +274,7 @@ static void test_linear_streamed(void) {
 int main(void) {
     static float ref[2][M * 512], got[M * 512];
     run_ctx rc;
-    int l, i, trial, quick = getenv("LWO_TEST_QUICK") != NULL, passes = quick ? 6 : 100;
+    int l, i, trial, timed_plans = 0, quick = getenv("LWO_TEST_QUICK") != NULL, passes = quick ? 6 : 100;
     uint64_t wbytes, largest = 0, base;
     lwo_result r;
     check_seed("test_gpu_stream");
@@ -336,6 +336,26 @@ int main(void) {
             r = pass(&rc, ord, 1, got);
             if (r) { CHECK(0, "pass %d: %s", p, lwo_last_error(rc.ctx)); break; }
             if (memcmp(got, ref[ord], (size_t)M * dims[LAYERS] * 4) != 0) bad++;
+        }
+        /* planned again, timed against the last pass (in the learned order): still exact */
+        if (!r) {
+            lwo_stats ts;
+            int tbad = 0;
+            r = lwo_streaming_plan(rc.ctx, 0);
+            lwo_stats_get(rc.ctx, &ts);
+            CHECK(r == LWO_SUCCESS, "a timed plan: %s", lwo_last_error(rc.ctx));
+            /* timed when the first plan's resident uploads gave lwo a rate (1 MiB or more) */
+            timed_plans += ts.plan_predicted_ms > 0;
+            CHECK(ts.plan_predicted_wait_ms >= 0 && ts.plan_predicted_wait_ms <= ts.plan_predicted_ms,
+                  "the model's figures (%.3f ms, %.3f waiting)", ts.plan_predicted_ms, ts.plan_predicted_wait_ms);
+            for (p = 0; !r && p < 10; p++) {
+                r = pass(&rc, 0, 1, got);
+                if (memcmp(got, ref[0], (size_t)M * dims[LAYERS] * 4) != 0) tbad++;
+            }
+            CHECK(r == LWO_SUCCESS && tbad == 0, "after the timed plan: %d of 10 passes differ (%s)", tbad, lwo_last_error(rc.ctx));
+            if (trial < 2)
+                printf("  timed plan: ring %.2f MiB, resident %.1f MiB; the model's pass %.3f ms (%.3f waiting); the last pass %.3f ms\n",
+                       ts.ring_bytes / 1048576.0, ts.resident_bytes / 1048576.0, ts.plan_predicted_ms, ts.plan_predicted_wait_ms, rc.ctx->stats.last_pass_ms);
         }
         lwo_stats_get(rc.ctx, &st);
         lwo_memory_stats_get(rc.ctx, &mem);
@@ -411,6 +431,7 @@ int main(void) {
         }
         teardown(&rc);
     }
+    CHECK(timed_plans > 0, "a plan was timed against a pass in %d of the trials", timed_plans);
     for (l = 0; l < LAYERS; l++) { free(host_w[l]); free(host_b[l]); free(host_s[l]); }
     test_linear_streamed();
     return CHECK_SUMMARY();

@@ -39,6 +39,144 @@ static uint64_t brute_best(const lwo_plan_desc *d) {
     return best;
 }
 
+/* The model of a plan's pass (what the timed planner compares candidates with), for a plan made
+   with or without timing, at `rate` times the desc's host-to-device rate. */
+static double model_ms_at(const lwo_plan_desc *d, const lwo_plan *p, double rate, double *wait) {
+    static uint64_t sz[512], off[1024], size[1024];
+    static double ready[1024], read[1024];
+    static size_t item[1024];
+    static long fill_of[512];
+    static uint32_t idx[512];
+    lwo__plan_model m;
+    size_t i;
+    *wait = 0;
+    if (!p->slots) return 0;
+    for (i = 0; i < d->count; i++) { sz[i] = (d->weight_bytes[i] + 255) / 256 * 256; idx[i] = (uint32_t)i; }
+    memset(&m, 0, sizeof m);
+    m.sizes = sz; m.n = d->count; m.uses = d->use_order ? d->use_count : d->count; m.order = d->use_order ? d->use_order : idx;
+    m.ms = d->use_ms; m.bytes_per_ms = rate * d->h2d_GBps * 1e6;
+    m.f_off = off; m.f_size = size; m.f_ready = ready; m.f_read = read; m.f_item = item; m.fill_of = fill_of;
+    return lwo__plan_simulate(&m, p->resident, p->slot_bytes, p->slots, wait);
+}
+static double model_ms(const lwo_plan_desc *d, const lwo_plan *p, double *wait) { return model_ms_at(d, p, 1.0, wait); }
+
+/* A transformer shaped like Flux (19 double blocks of ten weights, 38 single blocks of three,
+   8-bit bytes) with each use's compute from its product's size at 800 TOP/s plus the attention
+   (0.91 ms a block): the modulation weights are large and read by one-row products. */
+static size_t flux_like(uint64_t *w, float *ms, double *compute) {
+    const uint64_t D = 3072, H = 12288;
+    static const uint64_t rows[10] = { 6 * D, 6 * D, 3 * D, 3 * D, D, H, D, D, H, D }, cols[10] = { D, D, D, D, D, D, H, D, D, H };
+    static const double M[10] = { 1, 1, 4096, 512, 4096, 4096, 4096, 512, 512, 512 };
+    size_t n = 0;
+    int b, j;
+    *compute = 0;
+    for (b = 0; b < 19; b++)
+        for (j = 0; j < 10; j++, n++) {
+            w[n] = rows[j] * cols[j] + rows[j] * 8;
+            ms[n] = (float)(2.0 * M[j] * rows[j] * cols[j] / 8e11 + 0.03 + (j == 3 ? 0.91 : 0));
+        }
+    for (b = 0; b < 38; b++) {
+        w[n] = 3 * D * D + 3 * D * 8; ms[n++] = 0.04f;
+        w[n] = (3 * D + H) * D + (3 * D + H) * 8; ms[n++] = (float)(2.0 * 4608 * (3 * D + H) * D / 8e11 + 0.97);
+        w[n] = D * (D + H) + D * 8; ms[n++] = (float)(2.0 * 4608 * D * (D + H) / 8e11 + 0.03);
+    }
+    for (j = 0; j < (int)n; j++) *compute += ms[j];
+    return n;
+}
+
+static void timed_tests(void) {
+    static uint64_t w[512];
+    static float ms[512];
+    static uint32_t order[1024];
+    lwo_plan_desc d;
+    lwo_plan p, q;
+    char err[512];
+    double compute, wait, t, bytes_ms;
+    size_t n, i;
+    int it, bad = 0, slower = 0;
+    /* the model by hand: three 1 MiB weights streamed through two 1 MiB slots at 1 MiB per ms,
+       1 ms of compute each: the transfers (1.004 ms each, the fixed cost included) run back to
+       back, and each use waits the 0.004 ms its transfer is longer than the compute before it */
+    {
+        uint64_t wb[3] = { 1u << 20, 1u << 20, 1u << 20 };
+        float ums[3] = { 1, 1, 1 };
+        uint8_t none[3] = { 0, 0, 0 };
+        memset(&d, 0, sizeof d);
+        memset(&p, 0, sizeof p);
+        d.weight_bytes = wb; d.count = 3; d.use_ms = ums; d.h2d_GBps = (double)(1u << 20) / 1e6;
+        p.resident = none; p.slots = 2; p.slot_bytes = 1u << 20;
+        t = model_ms(&d, &p, &wait);
+        CHECK(fabs(t - 3.012) < 1e-9 && fabs(wait - 0.012) < 1e-9, "model, transfer-bound: %.6f ms (want 3.012), waited %.6f (want 0.012)", t, wait);
+        ums[0] = ums[1] = ums[2] = 2;   /* compute-bound: transfers hide behind the compute */
+        t = model_ms(&d, &p, &wait);
+        CHECK(fabs(t - 6.0) < 1e-9 && wait == 0, "model, compute-bound: %.6f ms (want 6), waited %.6f", t, wait);
+        p.slots = 3;   /* a ring that holds every streamed weight keeps them: nothing moves */
+        ums[0] = ums[1] = ums[2] = 0.5f;
+        t = model_ms(&d, &p, &wait);
+        CHECK(fabs(t - 1.5) < 1e-9 && wait == 0, "model, everything stays in the ring: %.6f ms (want 1.5)", t);
+    }
+    /* Flux-like at 8 GiB: the fewest-bytes plan keeps the large weights resident and leaves a
+       small ring; the model sees the compute stream wait, and the timed plan removes that */
+    n = flux_like(w, ms, &compute);
+    memset(&d, 0, sizeof d);
+    d.weight_bytes = w; d.count = n; d.budget = 7ull << 30; d.workspace = 64u << 20;
+    CHECK_EQ_INT(lwo_plan_make(&d, &p, err, sizeof err), LWO_SUCCESS);
+    d.use_ms = ms; d.h2d_GBps = 54.0;
+    bytes_ms = model_ms(&d, &p, &wait);
+    CHECK_EQ_INT(lwo_plan_make(&d, &q, err, sizeof err), LWO_SUCCESS);
+    CHECK(plan_valid(&d, &q), "the timed plan is valid");
+    t = model_ms(&d, &q, &wait);
+    printf("  Flux-like, 7 GiB: compute %.1f ms; fewest bytes: %.2f GiB streamed, ring %d x %.0f MiB, model %.1f ms; timed: %.2f GiB, "
+           "ring %d x %.0f MiB, model %.1f ms (%.1f waiting)\n", compute, p.streamed_bytes / 1073741824.0, p.slots, p.slot_bytes / 1048576.0,
+           bytes_ms, q.streamed_bytes / 1073741824.0, q.slots, q.slot_bytes / 1048576.0, t, wait);
+    CHECK(fabs(t - q.predicted_ms) < 1e-6 * t && fabs(wait - q.predicted_wait_ms) < 1e-6 * t, "the plan reports its model's figures");
+    CHECK(bytes_ms > compute * 1.1, "the fewest-bytes plan leaves the compute stream waiting (%.1f of %.1f ms)", bytes_ms, compute);
+    CHECK(t < compute * 1.02, "the timed plan is within 2%% of the compute (%.1f of %.1f ms)", t, compute);
+    lwo_plan_free(&p);
+    lwo_plan_free(&q);
+    /* an explicit use order, with a weight read twice: the same as its unrolled form */
+    for (i = 0; i < n; i++) order[i] = (uint32_t)i;
+    order[n] = 0;
+    ms[n] = 0.5f;
+    d.use_order = order; d.use_count = n + 1;
+    CHECK_EQ_INT(lwo_plan_make(&d, &q, err, sizeof err), LWO_SUCCESS);
+    CHECK(plan_valid(&d, &q) && q.predicted_ms >= compute + 0.5 - 1e-3, "use order with a repeat: valid, %.1f ms", q.predicted_ms);
+    lwo_plan_free(&q);
+    order[n] = (uint32_t)n;
+    CHECK_EQ_INT(lwo_plan_make(&d, &q, err, sizeof err), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(err, "names weight") != NULL, "%s", err);
+    order[n] = 0;
+    ms[3] = -1;
+    CHECK_EQ_INT(lwo_plan_make(&d, &q, err, sizeof err), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(err, "use 3") != NULL, "%s", err);
+    /* random problems: a timed plan is valid and never scores worse in the model (its time at the
+       measured rate and at 85% of it) than the fewest-bytes plan, one of its candidates */
+    for (it = 0; it < 400; it++) {
+        double tb, tt, wb2;
+        uint64_t all = 0, mx = 0;
+        n = 1 + check_rand_u64() % 40;
+        for (i = 0; i < n; i++) {
+            w[i] = 256 * (1 + check_rand_u64() % 4096);
+            ms[i] = (float)(check_rand_uniform() < 0.2 ? 0 : check_rand_uniform() * 0.2);
+            all += w[i]; if (w[i] > mx) mx = w[i];
+        }
+        memset(&d, 0, sizeof d);
+        d.weight_bytes = w; d.count = n; d.workspace = 256 * (check_rand_u64() % 8); d.max_slots = (int)(check_rand_u64() % 9);
+        d.budget = d.workspace + mx + check_rand_u64() % (all + 1);
+        if (lwo_plan_make(&d, &p, err, sizeof err) != LWO_SUCCESS) { bad++; continue; }
+        d.use_ms = ms; d.h2d_GBps = 0.5 + check_rand_uniform() * 50;
+        if (lwo_plan_make(&d, &q, err, sizeof err) != LWO_SUCCESS) { bad++; lwo_plan_free(&p); continue; }
+        if (!plan_valid(&d, &q)) bad++;
+        tb = model_ms(&d, &p, &wb2) + model_ms_at(&d, &p, 0.85, &wb2);   /* the planner's score */
+        tt = model_ms(&d, &q, &wb2) + model_ms_at(&d, &q, 0.85, &wb2);
+        if (p.slots && tt > tb * 1.002 + 1e-9) slower++;
+        lwo_plan_free(&p);
+        lwo_plan_free(&q);
+    }
+    CHECK(bad == 0, "%d random timed plans failed or invalid", bad);
+    CHECK(slower == 0, "%d random timed plans score worse in the model than the fewest-bytes plan", slower);
+}
+
 int main(void) {
     char err[512];
     lwo_plan p;
@@ -119,5 +257,6 @@ int main(void) {
         CHECK(longest <= 4, "no long stretch of streamed large weights (longest %d)", longest);
         lwo_plan_free(&p);
     }
+    timed_tests();
     return CHECK_SUMMARY();
 }
