@@ -926,8 +926,9 @@ static lwo_result dit_gpu_capture(dit_gpu *g, const float *x0, const int *labels
     DIT_TRY(dit_gpu_reset(g, x0, labels), "reset");
     if (dit_gpu_step(g)) return LWO_ERROR_CUDA;
     DIT_TRY(lwo_stream_synchronize(g->ctx, NULL), "the warm-up step");
-    /* planned again, timed against the warm-up step (each use's compute time, the copy rate) */
-    DIT_TRY(lwo_streaming_plan(g->ctx, g->workspace), "lwo_streaming_plan");
+    /* planned again, timed against the warm-up step (each use's compute time, the copy rate); the
+       workspace the step grew is allocated now, so none is kept aside */
+    DIT_TRY(lwo_streaming_plan(g->ctx, 0), "lwo_streaming_plan");
     DIT_TRY(dit_gpu_reset(g, x0, labels), "reset");
     DIT_TRY(lwo_graph_capture_begin(g->ctx), "lwo_graph_capture_begin");
     if (dit_gpu_step(g)) { lwo_graph *junk = NULL; lwo_graph_capture_end(g->ctx, &junk); lwo_graph_destroy(g->ctx, junk); return LWO_ERROR_CUDA; }
