@@ -4298,6 +4298,16 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
     }
     LWO_FREE(sizes);
     ctx->stats.resident_bytes = 0;
+    /* the ring first: it is the one large block, and resident weights fit the arena's holes (a plan
+       made again after a pass finds the pass's workspace between them) */
+    if (plan.slots > 0) {
+        uint64_t bytes = (uint64_t)plan.slots * plan.slot_bytes;
+        if ((r = lwo__arena_alloc(ctx, bytes, &e->ring_arena_off, &e->ring_arena_size, "the staging ring")) != 0) { lwo_plan_free(&plan); return r; }
+        e->ring = ctx->arena + e->ring_arena_off;
+        e->ring_bytes = bytes;
+        e->slot_bytes = plan.slot_bytes;
+        e->head = 0;
+    }
     /* the resident uploads, timed: the host-to-device rate a later plan is timed with */
     if ((r = lwo__engine_reserve(ctx, e, 2)) != 0 || (r = lwo__engine_event(ctx, e, ctx->compute, &ev0)) != 0) { lwo_plan_free(&plan); return r; }
     for (i = 0; i < n; i++) {
@@ -4311,14 +4321,6 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
         if ((r = lwo__item_upload(ctx, it, it->dev, ctx->compute)) != 0) { lwo_plan_free(&plan); return r; }
     }
     if ((r = lwo__engine_event(ctx, e, ctx->compute, &ev1)) != 0) { lwo_plan_free(&plan); return r; }
-    if (plan.slots > 0) {
-        uint64_t bytes = (uint64_t)plan.slots * plan.slot_bytes;
-        if ((r = lwo__arena_alloc(ctx, bytes, &e->ring_arena_off, &e->ring_arena_size, "the staging ring")) != 0) { lwo_plan_free(&plan); return r; }
-        e->ring = ctx->arena + e->ring_arena_off;
-        e->ring_bytes = bytes;
-        e->slot_bytes = plan.slot_bytes;
-        e->head = 0;
-    }
     e->live_max = 0;
     ctx->stats.ring_bytes = e->ring_bytes;
     ctx->stats.plan_predicted_ms = plan.predicted_ms;
