@@ -29,7 +29,10 @@ static const char *ops_src =
     "  unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; if (i >= n) return;\n"
     "  float x = __uint_as_float((unsigned)y[i] << 16);\n"
     "  float v = 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)));\n"
-    "  unsigned u = __float_as_uint(v); u += 0x7fffu + ((u >> 16) & 1u); y[i] = (unsigned short)(u >> 16); }\n";
+    "  unsigned u = __float_as_uint(v); u += 0x7fffu + ((u >> 16) & 1u); y[i] = (unsigned short)(u >> 16); }\n"
+    "extern \"C\" __global__ void busy_fma(float *y, int iters) {\n"
+    "  float a = threadIdx.x * 1e-3f, b = 1.0001f; for (int i = 0; i < iters; i++) { a = a * b + 1e-7f; b = b * a + 1e-7f; }\n"
+    "  if (a == 12345.f) y[0] = b; }\n";
 
 static void emit(const char *key, double v) {
     printf("%-52s %10.3f\n", key, v);
@@ -146,6 +149,58 @@ static double h2d_GBps(void) {
     return (double)n / best / 1e6;
 }
 
+/* What the bus gives a pass's copies, beside the 1 GiB figure: 64 MiB copies back to back on one
+   offload stream, alternating over two, and on one while the compute stream runs FMA kernels (the
+   GEMMs' load) or memory-bound ones (the elementwise ops' load). Each is GB/s over 16 copies. */
+static void h2d_conditions(void) {
+    const uint64_t n = 64ull << 20, big = 1ull << 30;
+    void *hp;
+    lwo_tensor *d, *m1, *m2;
+    lwo_stream *st[2];
+    lwo_event *e0, *e1;
+    const char *names[4] = { "lwo_h2d_64MiB_GBps", "lwo_h2d_64MiB_2streams_GBps", "lwo_h2d_64MiB_busy_fma_GBps", "lwo_h2d_64MiB_busy_mem_GBps" };
+    int c, i;
+    uint64_t half = big / 4;
+    if (lwo_host_alloc(ctx, 16 * n, &hp) || lwo_tensor_create(ctx, LWO_DTYPE_U8, 1, &big, &d) ||
+        lwo_tensor_create(ctx, LWO_DTYPE_BF16, 1, &half, &m1) || lwo_tensor_create(ctx, LWO_DTYPE_BF16, 1, &half, &m2) ||
+        lwo_stream_create(ctx, &st[0]) || lwo_stream_create(ctx, &st[1]) || lwo_event_create(ctx, &e0) || lwo_event_create(ctx, &e1))
+        die("h2d probe buffers");
+    memset(hp, 3, (size_t)(16 * n));
+    lwo_tensor_fill_bytes(ctx, NULL, m1, 0);
+    lwo_tensor_fill_bytes(ctx, NULL, m2, 0);
+    for (c = 0; c < 4; c++) {
+        float ms = 0;
+        lwo_stream_synchronize(ctx, NULL);
+        if (c >= 2) { /* load the compute stream for longer than the copies take */
+            for (i = 0; i < (c == 2 ? 4 : 100); i++) {
+                uint64_t py = lwo_tensor_device_ptr(m1), pa = lwo_tensor_device_ptr(m2), cnt = half;
+                int iters = 2000000;
+                unsigned grid[3] = { c == 2 ? 1056u : (unsigned)((half + 255) / 256), 1, 1 }, block[3] = { 256, 1, 1 };
+                void *fa[2] = { &py, &iters }, *aa[3] = { &py, &pa, &cnt };
+                if (lwo_launch(ctx, NULL, ops, c == 2 ? "busy_fma" : "add_bf16", grid, block, 0, c == 2 ? fa : aa)) die("busy kernel");
+            }
+        }
+        lwo_event_record(ctx, e0, st[0]);
+        for (i = 0; i < 16; i++) {
+            lwo_tensor *v = NULL;
+            lwo_tensor_wrap(ctx, lwo_tensor_device_ptr(d) + (uint64_t)i * n, LWO_DTYPE_U8, 1, &n, &v);
+            if (c == 1 && i) lwo_stream_wait_event(ctx, st[i & 1], e0);   /* both streams start together */
+            lwo_tensor_upload_async(ctx, st[c == 1 ? i & 1 : 0], v, (const char *)hp + (uint64_t)i * n, n);
+            lwo_tensor_destroy(ctx, v);
+        }
+        if (c == 1) { lwo_event_record(ctx, e1, st[1]); lwo_stream_wait_event(ctx, st[0], e1); }
+        lwo_event_record(ctx, e1, st[0]);
+        lwo_event_synchronize(ctx, e1);
+        lwo_event_elapsed_ms(ctx, e0, e1, &ms);
+        emit(names[c], ms > 0 ? 16.0 * (double)n / ms / 1e6 : 0);
+    }
+    lwo_stream_synchronize(ctx, NULL);
+    lwo_stream_destroy(ctx, st[0]); lwo_stream_destroy(ctx, st[1]);
+    lwo_event_destroy(ctx, e0); lwo_event_destroy(ctx, e1);
+    lwo_tensor_destroy(ctx, d); lwo_tensor_destroy(ctx, m1); lwo_tensor_destroy(ctx, m2);
+    lwo_host_free(ctx, hp);
+}
+
 static void quiet(void *u, lwo_log_level l, const char *m) { (void)u; if (l <= LWO_LOG_WARN) printf("lwo: %s\n", m); }
 
 /* Runs one storage format at one budget fraction (1 = all resident, 0.5, 0 = minimum). */
@@ -251,11 +306,14 @@ int main(void) {
         for (i = 0; i < shapes[k][0]; i++) host_b[k][i] = lwo_ref_f32_to_bf16(0.01f * (float)(i % 7));
     }
     memset(&d, 0, sizeof d);
-    d.vram_budget = 2ull << 30;
+    d.vram_budget = 3ull << 30;
     d.log = quiet;
     if (lwo_create(&d, &ctx)) die("lwo_create");
     bw = h2d_GBps();
     emit("lwo_h2d_pinned_GBps", bw);
+    if (lwo_module_compile(ctx, ops_src, "bench_ops.cu", NULL, &ops)) die("ops");
+    h2d_conditions();
+    lwo_module_destroy(ctx, ops);
     lwo_destroy(ctx);
     ctx = NULL;
     /* LWO_BENCH_QUICK: every format resident and at the minimum, bf16 also half resident */

@@ -7,6 +7,9 @@ for line in open(sys.argv[1]):
 bw = v.get("lwo_h2d_pinned_GBps", 0)
 print()
 print(f"24-block stack, M=4608 (bf16 {v.get('peer_stack_GB', 0):.2f} GB); host-to-device pinned: lwo {bw:.1f} GB/s, PyTorch {v.get('peer_h2d_pinned_GBps', 0):.1f} GB/s")
+if "lwo_h2d_64MiB_GBps" in v:
+    print("64 MiB copies, GB/s: one stream %.1f, two streams %.1f, beside FMA kernels %.1f, beside memory-bound kernels %.1f" % tuple(
+        v.get("lwo_h2d_64MiB" + k + "_GBps", 0) for k in ("", "_2streams", "_busy_fma", "_busy_mem")))
 print("| storage | budget | VRAM budget GB | ring MB | streamed GB/pass | ms/forward | bound ms = max(compute, bytes/bw) | ms / bound | compute waited |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 names = {"bf16": "bf16", "fp8": "fp8 (upcast)", "fp8w8a8": "fp8 W8A8", "int8": "int8"}
