@@ -717,7 +717,8 @@ typedef struct lwo_stats {
     uint64_t last_pass_bytes;            /* bytes streamed in it */
     double last_pass_GBps;               /* last_pass_bytes / last_pass_ms: achieved host-to-device */
     double plan_predicted_ms;            /* a plan timed against a pass (lwo_streaming_plan after one): */
-    double plan_predicted_wait_ms;       /* the model's pass and its waits; 0 when not timed */
+    double plan_predicted_wait_ms;       /* the model's eager pass and its waits, and a graph's */
+    double plan_predicted_graph_ms;      /* replay of the pass; 0 when not timed */
 } lwo_stats;
 LWO_API lwo_result lwo_stats_get(lwo_context *ctx, lwo_stats *out);
 
@@ -752,7 +753,8 @@ typedef struct lwo_plan {
     uint64_t streamed_bytes;      /* bytes moved per pass */
     uint64_t total_bytes;         /* resident + ring + workspace: never above the budget */
     double predicted_ms;          /* a timed plan: the model's steady-state pass, and how long the */
-    double predicted_wait_ms;     /* compute stream waits in it on transfers (0 when not timed) */
+    double predicted_wait_ms;     /* compute stream waits in it on transfers (0 when not timed); */
+    double predicted_graph_ms;    /* and a graph's replay of the pass (it starts from an empty ring) */
 } lwo_plan;
 
 /* On LWO_ERROR_OUT_OF_BUDGET, err names the weight that cannot fit and the bytes missing. */
@@ -3648,8 +3650,9 @@ static uint64_t lwo__plan_widen(const uint64_t *sizes, size_t n, const uint8_t *
    one after another at the rate (plus a fixed cost each), each placed at the ring's head by the
    slot rule and started once every fill it overwrites has been read; a use waits for its
    transfer, then computes for its use_ms, and its fill counts as read at the end of that. Three
-   passes run back to back (a pass's last uses prefetch the next one's first weights); the third
-   is the one measured. */
+   passes run back to back from an empty ring: the first is a graph's replay (it starts with
+   nothing in the ring: a replay cannot carry transfers over from the one before), the third the
+   eager steady state (each pass's last uses prefetch the next one's first weights). */
 #define LWO__XFER_FIXED_MS 0.004
 
 typedef struct lwo__plan_model {
@@ -3665,7 +3668,7 @@ typedef struct lwo__plan_model {
     long *fill_of;
 } lwo__plan_model;
 
-static double lwo__plan_simulate(lwo__plan_model *m, const uint8_t *resident, uint64_t slot, int slots, double *wait_ms) {
+static double lwo__plan_simulate(lwo__plan_model *m, const uint8_t *resident, uint64_t slot, int slots, double *wait_ms, double *graph_ms) {
     const uint64_t ring = slot * (uint64_t)slots;
     uint64_t head = 0;
     double t = 0, t_xfer = 0, pass_start = 0, waited = 0;
@@ -3673,6 +3676,7 @@ static double lwo__plan_simulate(lwo__plan_model *m, const uint8_t *resident, ui
     int pass;
     for (k = 0; k < m->n; k++) m->fill_of[k] = -1;
     for (pass = 0; pass < 3; pass++) {
+        if (pass == 1) *graph_ms = t;
         if (pass == 2) { pass_start = t; waited = 0; }
         for (u = 0; u < m->uses; u++) {
             size_t w = m->order[u];
@@ -3711,17 +3715,18 @@ static double lwo__plan_simulate(lwo__plan_model *m, const uint8_t *resident, ui
     return t - pass_start;
 }
 
-/* A candidate's score: its modeled pass at the measured rate plus the same at 85% of it, so that
-   of two plans equally fast on paper the one that degrades less when copies run slower than the
-   measurement (smaller copies, a busier bus) wins. *ms, *wait: the model at the measured rate. */
-static double lwo__plan_score(lwo__plan_model *m, const uint8_t *resident, uint64_t slot, int slots, double *ms, double *wait) {
+/* A candidate's score: its modeled eager and graph passes at the measured rate plus the same at
+   85% of it, so that of two plans equally fast on paper the one that degrades less when copies run
+   slower than the measurement (smaller copies, a busier bus) wins. *ms, *wait, *graph_ms: the model
+   at the measured rate. */
+static double lwo__plan_score(lwo__plan_model *m, const uint8_t *resident, uint64_t slot, int slots, double *ms, double *wait, double *graph_ms) {
     const double rate = m->bytes_per_ms;
-    double w2, slow;
-    *ms = lwo__plan_simulate(m, resident, slot, slots, wait);
+    double w2, slow, slow_graph;
+    *ms = lwo__plan_simulate(m, resident, slot, slots, wait, graph_ms);
     m->bytes_per_ms = rate * 0.85;
-    slow = lwo__plan_simulate(m, resident, slot, slots, &w2);
+    slow = lwo__plan_simulate(m, resident, slot, slots, &w2, &slow_graph);
     m->bytes_per_ms = rate;
-    return *ms + slow;
+    return *ms + *graph_ms + slow + slow_graph;
 }
 
 /* Which weights stream, for a ring of `ring` bytes and slots of `slot`: walking the uses in order,
@@ -3729,9 +3734,12 @@ static double lwo__plan_score(lwo__plan_model *m, const uint8_t *resident, uint6
    no further ahead than it holds), and a weight streams when its bytes fit the credit. rho is the
    streaming density along the pass; the caller searches for the smallest one whose resident
    weights fit. Weights larger than a slot stay resident; weights no use reads stream (they cost
-   nothing). Returns the resident bytes. */
-static uint64_t lwo__plan_dither(const lwo__plan_model *m, double rho, uint64_t slot, uint64_t ring, uint8_t *resident, uint8_t *seen) {
-    double credit = (double)ring / 2;
+   nothing). The credit starts at `start` of the ring: half of it for an eager pass, whose first
+   weights arrived during the pass before; none for a graph's replay, which starts with an empty
+   ring and so computes best on resident weights while its first transfers run. Returns the
+   resident bytes. */
+static uint64_t lwo__plan_dither(const lwo__plan_model *m, double rho, double start, uint64_t slot, uint64_t ring, uint8_t *resident, uint8_t *seen) {
+    double credit = (double)ring * start;
     uint64_t res = 0;
     size_t u, i;
     memset(seen, 0, m->n);
@@ -3752,16 +3760,24 @@ static uint64_t lwo__plan_dither(const lwo__plan_model *m, double rho, uint64_t 
     return res;
 }
 
-/* The timed search: for each slot size (a distinct weight size) and ring depth, the densest
-   streaming whose resident weights fit the room the ring leaves, the room still free then given
-   to the largest streamed weights that fit; each candidate is played through the model and the
-   best score replaces *best when it beats it (by 0.2%, or ties it streaming fewer bytes). Each is
+/* The plan the search keeps: which weights stay resident, the ring, and the model's figures. */
+typedef struct lwo__plan_pick {
+    uint8_t *resident;
+    uint64_t slot, streamed;
+    int slots;
+    double score, ms, wait, graph_ms;
+} lwo__plan_pick;
+
+/* The timed search: for each slot size (a distinct weight size), ring depth and starting credit,
+   the densest streaming whose resident weights fit the room the ring leaves, the room still free
+   then given to the largest streamed weights that fit; each candidate is played through the model
+   and replaces *best when it scores better (by 0.2%, or ties it streaming fewer bytes). Each is
    timed as it would be made, its slots widened by the room left. */
-static int lwo__plan_timed(lwo__plan_model *m, uint64_t room, int max_slots, uint8_t *best, uint64_t *best_slot, int *best_slots,
-                           uint64_t *best_stream, double *best_score, double *best_ms, double *best_wait) {
+static int lwo__plan_timed(lwo__plan_model *m, uint64_t room, int max_slots, lwo__plan_pick *best) {
     static const int depth[] = { 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64 };
+    static const double start[] = { 0.5, 0 };
     uint8_t *cand = (uint8_t *)LWO_MALLOC(2 * m->n + 2), *seen;
-    size_t i, j, d;
+    size_t i, j, d, c;
     uint64_t total = 0;
     if (!cand) return 0;
     seen = cand + m->n + 1;
@@ -3773,38 +3789,42 @@ static int lwo__plan_timed(lwo__plan_model *m, uint64_t room, int max_slots, uin
         if (dup) continue;
         for (d = 0; d < sizeof depth / sizeof depth[0]; d++) {
             int slots = depth[d] < max_slots ? depth[d] : max_slots;
-            uint64_t ring = (uint64_t)depth[d] * S, slot, cap, res, streamed;
-            double lo = 0, hi = 1, ms, wait, score;
-            int it;
+            uint64_t ring = (uint64_t)depth[d] * S, slot0, cap;
             if (ring > room) break;
-            slot = ring / (uint64_t)slots / LWO__ALIGN * LWO__ALIGN;
-            if (slot < S) continue;
-            ring = slot * (uint64_t)slots;
+            slot0 = ring / (uint64_t)slots / LWO__ALIGN * LWO__ALIGN;
+            if (slot0 < S) continue;
+            ring = slot0 * (uint64_t)slots;
             cap = room - ring;
-            if (lwo__plan_dither(m, 1e30, slot, ring, cand, seen) > cap) continue;   /* the slot is too narrow for this room */
-            for (it = 0; it < 200 && lwo__plan_dither(m, hi, slot, ring, cand, seen) > cap; it++) hi *= 2;
-            for (it = 0; it < 40; it++) {
-                double mid = (lo + hi) / 2;
-                if (lwo__plan_dither(m, mid, slot, ring, cand, seen) > cap) lo = mid; else hi = mid;
-            }
-            res = lwo__plan_dither(m, hi, slot, ring, cand, seen);
-            if (res > cap) continue;
-            /* the room left: the largest streamed weights that fit it stay resident */
-            for (;;) {
-                size_t pick = m->n;
-                for (j = 0; j < m->n; j++)
-                    if (!cand[j] && m->sizes[j] <= cap - res && (pick == m->n || m->sizes[j] > m->sizes[pick])) pick = j;
-                if (pick == m->n || !m->sizes[pick]) break;
-                cand[pick] = 1;
-                res += m->sizes[pick];
-            }
-            streamed = total - res;
-            if (!streamed) continue;   /* all resident is the untimed plan's case */
-            slot = lwo__plan_widen(m->sizes, m->n, cand, room, slot, slots);
-            score = lwo__plan_score(m, cand, slot, slots, &ms, &wait);
-            if (score < *best_score * 0.998 || (score <= *best_score * 1.002 && streamed < *best_stream)) {
-                memcpy(best, cand, m->n);
-                *best_slot = slot; *best_slots = slots; *best_stream = streamed; *best_score = score; *best_ms = ms; *best_wait = wait;
+            for (c = 0; c < sizeof start / sizeof start[0]; c++) {
+                uint64_t res, streamed, slot;
+                double lo = 0, hi = 1, ms, wait, graph_ms, score;
+                int it;
+                if (lwo__plan_dither(m, 1e30, start[c], slot0, ring, cand, seen) > cap) break;   /* the slot is too narrow for this room */
+                for (it = 0; it < 200 && lwo__plan_dither(m, hi, start[c], slot0, ring, cand, seen) > cap; it++) hi *= 2;
+                for (it = 0; it < 40; it++) {
+                    double mid = (lo + hi) / 2;
+                    if (lwo__plan_dither(m, mid, start[c], slot0, ring, cand, seen) > cap) lo = mid; else hi = mid;
+                }
+                res = lwo__plan_dither(m, hi, start[c], slot0, ring, cand, seen);
+                if (res > cap) continue;
+                /* the room left: the largest streamed weights that fit it stay resident */
+                for (;;) {
+                    size_t pick = m->n;
+                    for (j = 0; j < m->n; j++)
+                        if (!cand[j] && m->sizes[j] <= cap - res && (pick == m->n || m->sizes[j] > m->sizes[pick])) pick = j;
+                    if (pick == m->n || !m->sizes[pick]) break;
+                    cand[pick] = 1;
+                    res += m->sizes[pick];
+                }
+                streamed = total - res;
+                if (!streamed) continue;   /* all resident is the untimed plan's case */
+                slot = lwo__plan_widen(m->sizes, m->n, cand, room, slot0, slots);
+                score = lwo__plan_score(m, cand, slot, slots, &ms, &wait, &graph_ms);
+                if (score < best->score * 0.998 || (score <= best->score * 1.002 && streamed < best->streamed)) {
+                    memcpy(best->resident, cand, m->n);
+                    best->slot = slot; best->slots = slots; best->streamed = streamed;
+                    best->score = score; best->ms = ms; best->wait = wait; best->graph_ms = graph_ms;
+                }
             }
         }
     }
@@ -3818,7 +3838,6 @@ LWO_DEF lwo_result lwo_plan_make(const lwo_plan_desc *desc, lwo_plan *out, char 
     int max_slots, best_slots = 0, timed;
     uint64_t best_slot = 0;
     uint8_t *flags = NULL, *best = NULL;
-    double best_ms = 0, best_wait = 0, best_score = 0;
     char dummy[1];
     if (!err || !err_size) { err = dummy; err_size = sizeof dummy; }
     err[0] = 0;
@@ -3907,6 +3926,7 @@ LWO_DEF lwo_result lwo_plan_make(const lwo_plan_desc *desc, lwo_plan *out, char 
     /* timed: the plan above is the first candidate, and the model may find a faster one */
     if (timed && best_slots > 0) {
         lwo__plan_model m;
+        lwo__plan_pick pick;
         uint32_t *idx = NULL;
         void *scratch;
         size_t uses = desc->use_order ? desc->use_count : n;
@@ -3922,15 +3942,19 @@ LWO_DEF lwo_result lwo_plan_make(const lwo_plan_desc *desc, lwo_plan *out, char 
         idx = (uint32_t *)(m.fill_of + n + 1);
         if (!desc->use_order) for (i = 0; i < n; i++) idx[i] = (uint32_t)i;
         m.order = desc->use_order ? desc->use_order : idx;
-        best_score = lwo__plan_score(&m, best, best_slot, best_slots, &best_ms, &best_wait);
-        if (!lwo__plan_timed(&m, desc->budget - desc->workspace, max_slots, best, &best_slot, &best_slots, &best_stream, &best_score, &best_ms, &best_wait)) {
+        pick.resident = best; pick.slot = best_slot; pick.slots = best_slots; pick.streamed = best_stream;
+        pick.score = lwo__plan_score(&m, best, best_slot, best_slots, &pick.ms, &pick.wait, &pick.graph_ms);
+        if (!lwo__plan_timed(&m, desc->budget - desc->workspace, max_slots, &pick)) {
             LWO_FREE(scratch); LWO_FREE(sizes); LWO_FREE(order); LWO_FREE(flags); LWO_FREE(best); return LWO_ERROR_OUT_OF_HOST_MEMORY;
         }
-        out->predicted_ms = best_ms;
-        out->predicted_wait_ms = best_wait;
+        best_slot = pick.slot; best_slots = pick.slots; best_stream = pick.streamed;
+        out->predicted_ms = pick.ms;
+        out->predicted_wait_ms = pick.wait;
+        out->predicted_graph_ms = pick.graph_ms;
         LWO_FREE(scratch);
     } else if (timed) {
         for (i = 0; i < (desc->use_order ? desc->use_count : n); i++) out->predicted_ms += desc->use_ms[i];
+        out->predicted_graph_ms = out->predicted_ms;
     }
     out->resident = best;
     out->slot_bytes = best_slot;
@@ -4325,11 +4349,13 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
     ctx->stats.ring_bytes = e->ring_bytes;
     ctx->stats.plan_predicted_ms = plan.predicted_ms;
     ctx->stats.plan_predicted_wait_ms = plan.predicted_wait_ms;
+    ctx->stats.plan_predicted_graph_ms = plan.predicted_graph_ms;
     if (pd.use_ms)
         lwo__log(ctx, LWO_LOG_INFO, "streaming plan, timed against the last pass (%.2f ms of compute, %.1f GB/s): %llu bytes resident, "
-                 "%d slots of %llu bytes, %llu bytes streamed per pass; the model's pass %.2f ms, %.2f ms of it waiting",
+                 "%d slots of %llu bytes, %llu bytes streamed per pass; the model's pass %.2f ms, %.2f ms of it waiting (a graph's replay %.2f ms)",
                  ctx->stats.plan_predicted_ms - plan.predicted_wait_ms, e->h2d_GBps, (unsigned long long)ctx->stats.resident_bytes, plan.slots,
-                 (unsigned long long)plan.slot_bytes, (unsigned long long)plan.streamed_bytes, plan.predicted_ms, plan.predicted_wait_ms);
+                 (unsigned long long)plan.slot_bytes, (unsigned long long)plan.streamed_bytes, plan.predicted_ms, plan.predicted_wait_ms,
+                 plan.predicted_graph_ms);
     else
         lwo__log(ctx, LWO_LOG_INFO, "streaming plan: %llu bytes resident, %d slots of %llu bytes, %llu bytes streamed per pass",
                  (unsigned long long)ctx->stats.resident_bytes, plan.slots, (unsigned long long)plan.slot_bytes, (unsigned long long)plan.streamed_bytes);
