@@ -716,6 +716,9 @@ typedef struct lwo_stats {
     double last_pass_ms;                 /* GPU time of the last finished pass */
     uint64_t last_pass_bytes;            /* bytes streamed in it */
     double last_pass_GBps;               /* last_pass_bytes / last_pass_ms: achieved host-to-device */
+    double transfer_GBps;                /* the streamed copies' own rate since the last plan: their
+                                            bytes over the time some copy was running (what a plan
+                                            made after them is timed with) */
     double plan_predicted_ms;            /* a plan timed against a pass (lwo_streaming_plan after one): */
     double plan_predicted_wait_ms;       /* the model's eager pass and its waits, and a graph's */
     double plan_predicted_graph_ms;      /* replay of the pass; 0 when not timed */
@@ -4060,6 +4063,14 @@ typedef struct lwo__engine {
     float *use_ms;         /* compute time after each use of the last pass timed whole, by position */
     size_t cap_use_ms, timed_uses, profiled;   /* uses timed in the pass being harvested; in the last whole one */
     double h2d_GBps;       /* measured on the resident uploads of a plan (0: not yet) */
+    /* each eager transfer's start and end events (pool indices), read like the marks: the copies'
+       busy time, the union of their intervals over both offload streams, gives their rate */
+    struct lwo__xfer { size_t start, end; uint64_t bytes; } *xfers;
+    size_t nxfers, capxfers, xfers_harvested;
+    double xfer_busy_ms;   /* busy time and bytes read since the last plan */
+    uint64_t xfer_bytes;
+    size_t xfer_max_end;   /* the pool event of the latest end read so far (LWO__MARK_NONE: none
+                              since the pool started over; no later copy can overlap one before) */
     uint64_t deviations0;  /* order deviations when the open pass began */
     lwo__CUevent pass_ev[2];
     int pass_timed;        /* a pass's events were recorded and not yet read */
@@ -4086,6 +4097,7 @@ static lwo_result lwo__engine_get(lwo_context *ctx, lwo__engine **out) {
         LWO__CU(ctx, cuEventCreate(&e->fork, LWO__CU_EVENT_DISABLE_TIMING));
         LWO__CU(ctx, cuEventCreate(&e->graph_done, LWO__CU_EVENT_DISABLE_TIMING));
         for (i = 0; i < 2; i++) LWO__CU(ctx, cuEventCreate(&e->pass_ev[i], 0));
+        e->xfer_max_end = LWO__MARK_NONE;
     }
     *out = e;
     return LWO_SUCCESS;
@@ -4132,6 +4144,7 @@ static void lwo__engine_free(lwo_context *ctx) {
     for (i = 0; i < e->capwait; i++) if (e->wait_ev[i]) ctx->cu.cuEventDestroy(e->wait_ev[i]);
     LWO_FREE(e->wait_ev);
     LWO_FREE(e->marks);
+    LWO_FREE(e->xfers);
     LWO_FREE(e->use_ms);
     for (k = 0; k < 2; k++) if (e->pass_ev[k]) ctx->cu.cuEventDestroy(e->pass_ev[k]);
     LWO_FREE(e->items); LWO_FREE(e->order); LWO_FREE(e->learning);
@@ -4198,7 +4211,12 @@ static lwo_result lwo__item_upload(lwo_context *ctx, const lwo__item *it, lwo__C
    use whose next mark was never recorded), so the pool can be reused. */
 static void lwo__engine_harvest(lwo_context *ctx, lwo__engine *e, int wait) {
     float ms;
-    if (wait) ctx->cu.cuStreamSynchronize(ctx->compute);
+    int k;
+    if (wait && e->capturing) wait = 0;   /* a capturing stream cannot be synchronized */
+    if (wait) {
+        ctx->cu.cuStreamSynchronize(ctx->compute);
+        for (k = 0; k < e->nstreams; k++) ctx->cu.cuStreamSynchronize(e->streams[k]);   /* prefetches no use waited for yet */
+    }
     while (e->harvested < e->nmarks) {
         const lwo__mark *m = &e->marks[e->harvested];
         if (ctx->cu.cuEventQuery(e->wait_ev[m->post]) != 0) break;
@@ -4217,8 +4235,29 @@ static void lwo__engine_harvest(lwo_context *ctx, lwo__engine *e, int wait) {
         }
         e->harvested++;
     }
+    /* transfers in fill order (about the order they start in): each adds the part of its interval
+       not covered by the ones before, so copies running side by side on two streams count once */
+    while (e->xfers_harvested < e->nxfers) {
+        const struct lwo__xfer *x = &e->xfers[e->xfers_harvested];
+        float d, o;
+        if (ctx->cu.cuEventQuery(e->wait_ev[x->end]) != 0) break;
+        if (ctx->cu.cuEventElapsedTime(&d, e->wait_ev[x->start], e->wait_ev[x->end]) == 0) {
+            double busy = d;
+            if (e->xfer_max_end == LWO__MARK_NONE || ctx->cu.cuEventElapsedTime(&o, e->wait_ev[x->start], e->wait_ev[e->xfer_max_end]) != 0) o = 0;
+            if (o >= d) busy = 0;                              /* inside an earlier copy's interval */
+            else { if (o > 0) busy = d - o; e->xfer_max_end = x->end; }
+            e->xfer_busy_ms += busy;
+            e->xfer_bytes += x->bytes;
+        }
+        e->xfers_harvested++;
+    }
+    if (e->xfer_busy_ms > 0) ctx->stats.transfer_GBps = (double)e->xfer_bytes / e->xfer_busy_ms / 1e6;
     if (wait && e->harvested < e->nmarks) { e->timed_uses = 0; e->harvested = e->nmarks; }   /* a pass cut short is no profile */
-    if (e->harvested >= e->nmarks) e->nmarks = e->harvested = e->nwait = 0;
+    if (e->harvested >= e->nmarks && e->xfers_harvested >= e->nxfers) {
+        e->nmarks = e->harvested = e->nwait = 0;
+        e->nxfers = e->xfers_harvested = 0;
+        e->xfer_max_end = LWO__MARK_NONE;
+    }
     if (e->pass_timed && ctx->cu.cuEventQuery(e->pass_ev[1]) == 0 && ctx->cu.cuEventElapsedTime(&ms, e->pass_ev[0], e->pass_ev[1]) == 0) {
         ctx->stats.last_pass_ms = ms;
         ctx->stats.last_pass_bytes = e->pass_bytes;
@@ -4246,7 +4285,7 @@ static lwo_result lwo__engine_reserve(lwo_context *ctx, lwo__engine *e, size_t n
     return LWO_SUCCESS;
 }
 
-/* Records the next pool event on the compute stream (room reserved); *index is where it went. */
+/* Records the next pool event on stream cs (room reserved); *index is where it went. */
 static lwo_result lwo__engine_event(lwo_context *ctx, lwo__engine *e, lwo__CUstream cs, size_t *index) {
     LWO__CU(ctx, cuEventRecord(e->wait_ev[e->nwait], cs));
     *index = e->nwait++;
@@ -4265,6 +4304,20 @@ static lwo_result lwo__engine_mark(lwo_context *ctx, lwo__engine *e, size_t pre,
     }
     m = &e->marks[e->nmarks++];
     m->pre = pre; m->post = post; m->pos = pos; m->uses = uses;
+    return LWO_SUCCESS;
+}
+
+/* Appends a transfer's events (recorded around its copy on its offload stream) and bytes. */
+static lwo_result lwo__engine_xfer(lwo_context *ctx, lwo__engine *e, size_t start, size_t end, uint64_t bytes) {
+    if (e->nxfers == e->capxfers) {
+        size_t cap = e->capxfers ? e->capxfers * 2 : 256;
+        struct lwo__xfer *nx = (struct lwo__xfer *)LWO_REALLOC(e->xfers, cap * sizeof *nx);
+        if (!nx) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        e->xfers = nx;
+        e->capxfers = cap;
+    }
+    e->xfers[e->nxfers].start = start; e->xfers[e->nxfers].end = end; e->xfers[e->nxfers].bytes = bytes;
+    e->nxfers++;
     return LWO_SUCCESS;
 }
 
@@ -4308,7 +4361,13 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
     lwo__engine_harvest(ctx, e, 1);
     if (e->order_known && e->profiled == e->norder && e->norder && e->h2d_GBps > 0) {
         pd.use_order = e->order; pd.use_count = e->norder; pd.use_ms = e->use_ms; pd.h2d_GBps = e->h2d_GBps;
+        /* the streamed copies' own rate where they moved enough to tell: it counts what a pass does
+           to the bus (copies beside kernels, on two streams, one weight at a time), which one
+           large upload does not */
+        if (e->xfer_bytes >= (16u << 20) && e->xfer_busy_ms > 0) pd.h2d_GBps = (double)e->xfer_bytes / e->xfer_busy_ms / 1e6;
     }
+    e->xfer_busy_ms = 0;
+    e->xfer_bytes = 0;
     if (forced > free_bytes) { LWO_FREE(sizes); return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET, "weights marked resident need %llu bytes; %llu are free", (unsigned long long)forced, (unsigned long long)free_bytes); }
     r = lwo_plan_make(&pd, &plan, err, sizeof err);
     if (r) { LWO_FREE(sizes); return lwo__fail(ctx, r, "streaming plan: %s", err); }
@@ -4353,7 +4412,7 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
     if (pd.use_ms)
         lwo__log(ctx, LWO_LOG_INFO, "streaming plan, timed against the last pass (%.2f ms of compute, %.1f GB/s): %llu bytes resident, "
                  "%d slots of %llu bytes, %llu bytes streamed per pass; the model's pass %.2f ms, %.2f ms of it waiting (a graph's replay %.2f ms)",
-                 ctx->stats.plan_predicted_ms - plan.predicted_wait_ms, e->h2d_GBps, (unsigned long long)ctx->stats.resident_bytes, plan.slots,
+                 ctx->stats.plan_predicted_ms - plan.predicted_wait_ms, pd.h2d_GBps, (unsigned long long)ctx->stats.resident_bytes, plan.slots,
                  (unsigned long long)plan.slot_bytes, (unsigned long long)plan.streamed_bytes, plan.predicted_ms, plan.predicted_wait_ms,
                  plan.predicted_graph_ms);
     else
@@ -4369,6 +4428,8 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
             e->h2d_GBps = (double)ctx->stats.resident_bytes / ms / 1e6;
     }
     e->nmarks = e->harvested = e->nwait = 0;   /* the pool's events are free again (harvested above) */
+    e->nxfers = e->xfers_harvested = 0;
+    e->xfer_max_end = LWO__MARK_NONE;
     return LWO_SUCCESS;
 }
 
@@ -4417,6 +4478,7 @@ static lwo_result lwo__item_fill(lwo_context *ctx, lwo__engine *e, lwo__item *it
             return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET, "the %llu-byte staging ring has no room for a weight of %llu bytes beside the weights still acquired: release one first, or raise the budget",
                              (unsigned long long)e->ring_bytes, (unsigned long long)size);
     }
+    if (!e->capturing && (r = lwo__engine_reserve(ctx, e, 2)) != 0) return r;   /* the copy's timing events */
     k = (int)(e->fill_counter % (uint64_t)e->nstreams);
     st = e->streams[k];
     /* inside a capture the offload stream joins the graph by waiting on the capturing stream, once:
@@ -4459,7 +4521,14 @@ static lwo_result lwo__item_fill(lwo_context *ctx, lwo__engine *e, lwo__item *it
     f = &e->fills[rec];
     if (!f->ready) LWO__CU(ctx, cuEventCreate(&f->ready, LWO__CU_EVENT_DISABLE_TIMING));
     if (!f->consumed) LWO__CU(ctx, cuEventCreate(&f->consumed, LWO__CU_EVENT_DISABLE_TIMING));
-    if ((r = lwo__item_upload(ctx, it, e->ring + off, st)) != 0) return r;
+    if (e->capturing) {
+        if ((r = lwo__item_upload(ctx, it, e->ring + off, st)) != 0) return r;
+    } else {   /* timed: the copies' rate (lwo__engine_harvest) */
+        size_t t0 = 0, t1 = 0;
+        if ((r = lwo__engine_event(ctx, e, st, &t0)) != 0 ||
+            (r = lwo__item_upload(ctx, it, e->ring + off, st)) != 0 || (r = lwo__engine_event(ctx, e, st, &t1)) != 0 ||
+            (r = lwo__engine_xfer(ctx, e, t0, t1, it->total)) != 0) return r;
+    }
     LWO__CU(ctx, cuEventRecord(f->ready, st));
     f->off = off; f->size = size; f->item = (int)it->id;
     f->live = 1; f->consumed_valid = 0; f->pending = prefetch;

@@ -360,8 +360,8 @@ static lwo_result bench_budget(bench *b, uint64_t budget, double h2d, bench_row 
     row->bound_s = h2d > 0 ? b->graph_bytes / (h2d * 1e9) : 0;
     row->ok = 1;
     printf("  %-10s budget %-9s resident %6.2f GiB, ring %6.0f MiB, streamed %6.2f GiB/step: %7.3f s/step (eager %.3f, waited %.1f%%; "
-           "the plan's model %.3f, graph %.3f), H2D %5.1f GB/s, transfer bound %.3f s, VRAM in use %.2f GiB\n", fmt_name(b->format), row->budget, row->resident_gib,
-           st.ring_bytes / 1048576.0, row->streamed_gib, row->s_step, row->s_eager, 100.0 * row->wait_frac, st.plan_predicted_ms / 1000.0, st.plan_predicted_graph_ms / 1000.0, row->gbs,
+           "the plan's model %.3f, graph %.3f; eager copies ran at %.1f GB/s), H2D %5.1f GB/s, transfer bound %.3f s, VRAM in use %.2f GiB\n", fmt_name(b->format), row->budget, row->resident_gib,
+           st.ring_bytes / 1048576.0, row->streamed_gib, row->s_step, row->s_eager, 100.0 * row->wait_frac, st.plan_predicted_ms / 1000.0, st.plan_predicted_graph_ms / 1000.0, st.transfer_GBps, row->gbs,
            row->bound_s, row->vram_gib);
     fflush(stdout);
     if (ballast) lwo_tensor_destroy(b->ctx, ballast);

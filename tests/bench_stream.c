@@ -274,6 +274,10 @@ static void run(lwo_format fmt, const char *fname, double frac, double bw, doubl
     emit(key, (double)budget / 1e9);
     snprintf(key, sizeof key, "lwo_%s_%s_ring_MB", fname, frac >= 1 ? "resident" : frac > 0 ? "half" : "minimum");
     emit(key, (double)st.ring_bytes / 1e6);
+    snprintf(key, sizeof key, "lwo_%s_%s_model_ms", fname, frac >= 1 ? "resident" : frac > 0 ? "half" : "minimum");
+    emit(key, st.plan_predicted_ms);
+    snprintf(key, sizeof key, "lwo_%s_%s_copy_GBps", fname, frac >= 1 ? "resident" : frac > 0 ? "half" : "minimum");
+    emit(key, st.transfer_GBps);
     snprintf(key, sizeof key, "lwo_%s_%s_wait_frac", fname, frac >= 1 ? "resident" : frac > 0 ? "half" : "minimum");
     emit(key, st.last_pass_ms > 0 && st.passes > st0.passes ? (st.wait_ms - st0.wait_ms) / (double)(st.passes - st0.passes) / st.last_pass_ms : 0);
     if (frac >= 1) *compute_ms = ms;

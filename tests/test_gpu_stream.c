@@ -353,6 +353,10 @@ int main(void) {
                 if (memcmp(got, ref[0], (size_t)M * dims[LAYERS] * 4) != 0) tbad++;
             }
             CHECK(r == LWO_SUCCESS && tbad == 0, "after the timed plan: %d of 10 passes differ (%s)", tbad, lwo_last_error(rc.ctx));
+            lwo_stats_get(rc.ctx, &ts);
+            /* the copies' own rate: measured when something streamed, and a rate a bus can have */
+            CHECK(ts.ring_bytes == 0 || (ts.transfer_GBps > 0.05 && ts.transfer_GBps < 2000),
+                  "the streamed copies' rate after the timed plan: %.2f GB/s", ts.transfer_GBps);
             if (trial < 2)
                 printf("  timed plan: ring %.2f MiB, resident %.1f MiB; the model's pass %.3f ms (%.3f waiting); the last pass %.3f ms\n",
                        ts.ring_bytes / 1048576.0, ts.resident_bytes / 1048576.0, ts.plan_predicted_ms, ts.plan_predicted_wait_ms, rc.ctx->stats.last_pass_ms);
