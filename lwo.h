@@ -4033,6 +4033,8 @@ typedef struct lwo__fill {
 #define LWO__MARK_NONE ((size_t)-1)
 #define LWO__MARK_END ((size_t)-2)
 typedef struct lwo__mark { size_t pre, post, pos, uses; } lwo__mark;
+/* A transfer's timing: pool events recorded around its copy on its offload stream. */
+typedef struct lwo__xfer { size_t start, end; uint64_t bytes; } lwo__xfer;
 
 typedef struct lwo__engine {
     lwo__item **items;
@@ -4065,7 +4067,7 @@ typedef struct lwo__engine {
     double h2d_GBps;       /* measured on the resident uploads of a plan (0: not yet) */
     /* each eager transfer's start and end events (pool indices), read like the marks: the copies'
        busy time, the union of their intervals over both offload streams, gives their rate */
-    struct lwo__xfer { size_t start, end; uint64_t bytes; } *xfers;
+    lwo__xfer *xfers;
     size_t nxfers, capxfers, xfers_harvested;
     double xfer_busy_ms;   /* busy time and bytes read since the last plan */
     uint64_t xfer_bytes;
@@ -4238,7 +4240,7 @@ static void lwo__engine_harvest(lwo_context *ctx, lwo__engine *e, int wait) {
     /* transfers in fill order (about the order they start in): each adds the part of its interval
        not covered by the ones before, so copies running side by side on two streams count once */
     while (e->xfers_harvested < e->nxfers) {
-        const struct lwo__xfer *x = &e->xfers[e->xfers_harvested];
+        const lwo__xfer *x = &e->xfers[e->xfers_harvested];
         float d, o;
         if (ctx->cu.cuEventQuery(e->wait_ev[x->end]) != 0) break;
         if (ctx->cu.cuEventElapsedTime(&d, e->wait_ev[x->start], e->wait_ev[x->end]) == 0) {
@@ -4311,7 +4313,7 @@ static lwo_result lwo__engine_mark(lwo_context *ctx, lwo__engine *e, size_t pre,
 static lwo_result lwo__engine_xfer(lwo_context *ctx, lwo__engine *e, size_t start, size_t end, uint64_t bytes) {
     if (e->nxfers == e->capxfers) {
         size_t cap = e->capxfers ? e->capxfers * 2 : 256;
-        struct lwo__xfer *nx = (struct lwo__xfer *)LWO_REALLOC(e->xfers, cap * sizeof *nx);
+        lwo__xfer *nx = (lwo__xfer *)LWO_REALLOC(e->xfers, cap * sizeof *nx);
         if (!nx) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
         e->xfers = nx;
         e->capxfers = cap;
