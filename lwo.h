@@ -4034,7 +4034,7 @@ typedef struct lwo__fill {
 #define LWO__MARK_END ((size_t)-2)
 typedef struct lwo__mark { size_t pre, post, pos, uses; } lwo__mark;
 /* A transfer's timing: pool events recorded around its copy on its offload stream. */
-typedef struct lwo__xfer { size_t start, end; uint64_t bytes; } lwo__xfer;
+typedef struct lwo__xfer { size_t start, end; uint64_t bytes; double s, e; /* ms, when read */ } lwo__xfer;
 
 typedef struct lwo__engine {
     lwo__item **items;
@@ -4237,21 +4237,34 @@ static void lwo__engine_harvest(lwo_context *ctx, lwo__engine *e, int wait) {
         }
         e->harvested++;
     }
-    /* transfers in fill order (about the order they start in): each adds the part of its interval
-       not covered by the ones before, so copies running side by side on two streams count once */
-    while (e->xfers_harvested < e->nxfers) {
-        const lwo__xfer *x = &e->xfers[e->xfers_harvested];
-        float d, o;
-        if (ctx->cu.cuEventQuery(e->wait_ev[x->end]) != 0) break;
-        if (ctx->cu.cuEventElapsedTime(&d, e->wait_ev[x->start], e->wait_ev[x->end]) == 0) {
-            double busy = d;
-            if (e->xfer_max_end == LWO__MARK_NONE || ctx->cu.cuEventElapsedTime(&o, e->wait_ev[x->start], e->wait_ev[e->xfer_max_end]) != 0) o = 0;
-            if (o >= d) busy = 0;                              /* inside an earlier copy's interval */
-            else { if (o > 0) busy = d - o; e->xfer_max_end = x->end; }
-            e->xfer_busy_ms += busy;
-            e->xfer_bytes += x->bytes;
+    /* transfers: the finished run from the oldest unread one, timed from its start (earlier ones
+       give negative times), sorted by start and merged, so copies running side by side on two
+       streams count once and one that a younger copy overtook still counts */
+    {
+        size_t a = e->xfers_harvested, b = a, k, m;
+        float f;
+        double cur = -1e300;
+        while (b < e->nxfers && ctx->cu.cuEventQuery(e->wait_ev[e->xfers[b].end]) == 0) b++;
+        if (b > a) {
+            lwo__CUevent ref = e->wait_ev[e->xfers[a].start];
+            for (k = a; k < b; k++) {
+                lwo__xfer *x = &e->xfers[k];
+                x->s = ctx->cu.cuEventElapsedTime(&f, ref, e->wait_ev[x->start]) == 0 ? f : 0;
+                x->e = ctx->cu.cuEventElapsedTime(&f, ref, e->wait_ev[x->end]) == 0 ? f : x->s;
+            }
+            for (k = a + 1; k < b; k++) {   /* insertion sort: nearly in order already */
+                lwo__xfer t = e->xfers[k];
+                for (m = k; m > a && e->xfers[m - 1].s > t.s; m--) e->xfers[m] = e->xfers[m - 1];
+                e->xfers[m] = t;
+            }
+            if (e->xfer_max_end != LWO__MARK_NONE && ctx->cu.cuEventElapsedTime(&f, ref, e->wait_ev[e->xfer_max_end]) == 0) cur = f;
+            for (k = a; k < b; k++) {
+                const lwo__xfer *x = &e->xfers[k];
+                if (x->e > cur) { e->xfer_busy_ms += x->e - (x->s > cur ? x->s : cur); cur = x->e; e->xfer_max_end = x->end; }
+                e->xfer_bytes += x->bytes;
+            }
+            e->xfers_harvested = b;
         }
-        e->xfers_harvested++;
     }
     if (e->xfer_busy_ms > 0) ctx->stats.transfer_GBps = (double)e->xfer_bytes / e->xfer_busy_ms / 1e6;
     if (wait && e->harvested < e->nmarks) { e->timed_uses = 0; e->harvested = e->nmarks; }   /* a pass cut short is no profile */
@@ -4318,6 +4331,7 @@ static lwo_result lwo__engine_xfer(lwo_context *ctx, lwo__engine *e, size_t star
         e->xfers = nx;
         e->capxfers = cap;
     }
+    memset(&e->xfers[e->nxfers], 0, sizeof *e->xfers);
     e->xfers[e->nxfers].start = start; e->xfers[e->nxfers].end = end; e->xfers[e->nxfers].bytes = bytes;
     e->nxfers++;
     return LWO_SUCCESS;
@@ -4328,8 +4342,8 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
     lwo_plan_desc pd;
     lwo_plan plan;
     lwo_result r;
-    uint64_t *sizes, forced = 0, free_bytes;
-    size_t i, n, ev0 = 0, ev1 = 0;
+    uint64_t *sizes, forced = 0, free_bytes, ws_keep;
+    size_t i, n, ev0 = 0, ev1 = 0, demoted = 0;
     int k;
     char err[512];
     LWO__ENTER(ctx);
@@ -4338,13 +4352,17 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
     if (e->capturing) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_streaming_plan inside a graph capture");
     LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
     for (k = 0; k < e->nstreams; k++) LWO__CU(ctx, cuStreamSynchronize(e->streams[k]));
-    /* start from nothing placed: resident storage and the ring go back to the arena */
+    /* start from nothing placed: resident storage, the ring and lwo_linear's workspace go back to
+       the arena, to be laid out again in one run (a workspace grown during a pass sits between the
+       last plan's blocks, and would split the room this plan counts on) */
     lwo__engine_free_ring(ctx, e);
     for (i = 0; i < e->nitems; i++) {
         lwo__item *it = e->items[i];
         if (it->arena_size) { lwo__arena_free(ctx, it->arena_off, it->arena_size); it->arena_size = 0; }
         it->resident = 0; it->dev = 0;
     }
+    ws_keep = ctx->ws_size;
+    if (ws_keep) { lwo__arena_free(ctx, ctx->ws_off, ctx->ws_size); ctx->ws_size = 0; }
     n = e->nitems;
     sizes = (uint64_t *)LWO_MALLOC((n + 1) * sizeof *sizes);
     if (!sizes) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
@@ -4357,7 +4375,7 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
     pd.weight_bytes = sizes;
     pd.count = n;
     pd.budget = free_bytes > forced ? free_bytes - forced : 0;
-    pd.workspace = workspace_bytes + 64 * LWO__ALIGN; /* allocator rounding headroom */
+    pd.workspace = workspace_bytes + ws_keep + 64 * LWO__ALIGN; /* allocator rounding headroom */
     pd.max_slots = ctx->desc.max_slots;
     /* a whole pass timed in the learned order, and a measured rate: the plan is timed against them */
     lwo__engine_harvest(ctx, e, 1);
@@ -4383,8 +4401,10 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
     }
     LWO_FREE(sizes);
     ctx->stats.resident_bytes = 0;
-    /* the ring first: it is the one large block, and resident weights fit the arena's holes (a plan
-       made again after a pass finds the pass's workspace between them) */
+    /* the workspace, then the ring (the one large block), then the resident weights */
+    if (ws_keep) {
+        if ((r = lwo__arena_alloc(ctx, ws_keep, &ctx->ws_off, &ctx->ws_size, "lwo_linear's workspace")) != 0) { lwo_plan_free(&plan); return r; }
+    }
     if (plan.slots > 0) {
         uint64_t bytes = (uint64_t)plan.slots * plan.slot_bytes;
         if ((r = lwo__arena_alloc(ctx, bytes, &e->ring_arena_off, &e->ring_arena_size, "the staging ring")) != 0) { lwo_plan_free(&plan); return r; }
@@ -4399,6 +4419,13 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
         lwo__item *it = e->items[i];
         if (it->dead || (it->force != 1 && !plan.resident[i])) continue;
         r = lwo__arena_alloc(ctx, it->total, &it->arena_off, &it->arena_size, "a resident weight");
+        /* the arena's free room is split (tensors made between plans): a weight the slots can
+           take streams instead; the plan stays within the budget, it only moves more bytes */
+        if (r == LWO_ERROR_OUT_OF_BUDGET && it->force != 1 && e->ring_bytes && it->total <= e->slot_bytes) {
+            ctx->error[0] = 0;
+            demoted++;
+            continue;
+        }
         if (r) { lwo_plan_free(&plan); return r; }
         it->resident = 1;
         it->dev = ctx->arena + it->arena_off;
@@ -4420,6 +4447,9 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
     else
         lwo__log(ctx, LWO_LOG_INFO, "streaming plan: %llu bytes resident, %d slots of %llu bytes, %llu bytes streamed per pass",
                  (unsigned long long)ctx->stats.resident_bytes, plan.slots, (unsigned long long)plan.slot_bytes, (unsigned long long)plan.streamed_bytes);
+    if (demoted)
+        lwo__log(ctx, LWO_LOG_INFO, "streaming plan: %zu weights planned resident stream instead: the arena's free room is split into blocks too small for them",
+                 demoted);
     lwo_plan_free(&plan);
     LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
     {
