@@ -767,7 +767,10 @@ LWO_API void lwo_plan_free(lwo_plan *plan);
 /* Streaming. Weights that do not stay resident travel through a staging ring on offload streams, in the order the passes use them. Bracket each forward pass with lwo_pass_begin/end: the
    first pass teaches the order (or declare it); later passes prefetch ahead along it. A pass may
    deviate from the order: it stays correct, only slower, and lwo_stats.order_deviations counts it.
-   lwo_streaming_plan places every weight created so far: resident where the budget allows. */
+   lwo_streaming_plan places every weight created so far: resident where the budget allows. Called
+   again after passes in the learned order, it is timed against them (each use's compute time, the
+   least over the passes since the last plan, and the streamed copies' rate): run two passes first,
+   since the first loads the GEMM modules and its timings are the host's, not the GPU's. */
 LWO_API lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes);
 LWO_API lwo_result lwo_pass_begin(lwo_context *ctx);
 LWO_API lwo_result lwo_pass_end(lwo_context *ctx);
@@ -4062,8 +4065,11 @@ typedef struct lwo__engine {
     size_t nwait, capwait;
     struct lwo__mark *marks;
     size_t nmarks, capmarks, harvested;
-    float *use_ms;         /* compute time after each use of the last pass timed whole, by position */
-    size_t cap_use_ms, timed_uses, profiled;   /* uses timed in the pass being harvested; in the last whole one */
+    float *use_ms;         /* compute time after each use, by position: the least over the passes
+                              timed whole since the last plan (a pass that loaded modules, or
+                              waited on the host, is slower; the compute itself is not faster) */
+    float *pass_ms;        /* the same for the pass being harvested */
+    size_t cap_use_ms, timed_uses, profiled;   /* uses timed in the pass being harvested; in the profile */
     double h2d_GBps;       /* measured on the resident uploads of a plan (0: not yet) */
     /* each eager transfer's start and end events (pool indices), read like the marks: the copies'
        busy time, the union of their intervals over both offload streams, gives their rate */
@@ -4148,6 +4154,7 @@ static void lwo__engine_free(lwo_context *ctx) {
     LWO_FREE(e->marks);
     LWO_FREE(e->xfers);
     LWO_FREE(e->use_ms);
+    LWO_FREE(e->pass_ms);
     for (k = 0; k < 2; k++) if (e->pass_ev[k]) ctx->cu.cuEventDestroy(e->pass_ev[k]);
     LWO_FREE(e->items); LWO_FREE(e->order); LWO_FREE(e->learning);
     LWO_FREE(e);
@@ -4226,13 +4233,18 @@ static void lwo__engine_harvest(lwo_context *ctx, lwo__engine *e, int wait) {
             const lwo__mark *nx = m + 1;
             if (e->harvested + 1 >= e->nmarks || ctx->cu.cuEventQuery(e->wait_ev[nx->pre]) != 0) break;
             if (m->pos < e->cap_use_ms && ctx->cu.cuEventElapsedTime(&ms, e->wait_ev[m->post], e->wait_ev[nx->pre]) == 0) {
-                e->use_ms[m->pos] = ms;
+                e->pass_ms[m->pos] = ms;
                 e->timed_uses++;
             }
         }
         if (m->pre != m->post && ctx->cu.cuEventElapsedTime(&ms, e->wait_ev[m->pre], e->wait_ev[m->post]) == 0) ctx->stats.wait_ms += ms;
         if (m->pos == LWO__MARK_END) {
-            e->profiled = e->timed_uses == m->uses ? m->uses : 0;
+            if (e->timed_uses == m->uses && m->uses) {
+                size_t u;
+                if (e->profiled != m->uses) memcpy(e->use_ms, e->pass_ms, m->uses * sizeof *e->use_ms);
+                else for (u = 0; u < m->uses; u++) if (e->pass_ms[u] < e->use_ms[u]) e->use_ms[u] = e->pass_ms[u];
+                e->profiled = m->uses;
+            }
             e->timed_uses = 0;
         }
         e->harvested++;
@@ -4391,6 +4403,7 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
     if (forced > free_bytes) { LWO_FREE(sizes); return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET, "weights marked resident need %llu bytes; %llu are free", (unsigned long long)forced, (unsigned long long)free_bytes); }
     r = lwo_plan_make(&pd, &plan, err, sizeof err);
     if (r) { LWO_FREE(sizes); return lwo__fail(ctx, r, "streaming plan: %s", err); }
+    e->profiled = 0;   /* the next plan is timed against the passes that follow this one */
     /* a forced-streamed item must not be resident even if it would fit */
     for (i = 0; i < n; i++) if (e->items[i]->force == 2 && !e->items[i]->dead && plan.resident[i]) {
         plan.resident[i] = 0;
@@ -4615,9 +4628,11 @@ static lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUstre
         }
         if (pos != LWO__MARK_NONE && pos >= e->cap_use_ms) {
             size_t cap = pos * 2 + 64;
-            float *nu = (float *)LWO_REALLOC(e->use_ms, cap * sizeof *nu);
+            float *nu = (float *)LWO_REALLOC(e->use_ms, cap * sizeof *nu), *np;
             if (!nu) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
             e->use_ms = nu;
+            if (!(np = (float *)LWO_REALLOC(e->pass_ms, cap * sizeof *np))) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+            e->pass_ms = np;
             e->cap_use_ms = cap;
         }
     }

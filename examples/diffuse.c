@@ -919,15 +919,15 @@ static lwo_result dit_gpu_step(dit_gpu *g) {
     return LWO_SUCCESS;
 }
 
-/* A warm-up step (eager: lwo learns the weight order and each use's compute time, grows its
+/* Two warm-up steps (eager: lwo learns the weight order and each use's compute time, grows its
    workspace and loads its GEMM modules -- none of which may happen inside a capture), a plan timed
-   against it, then the state is reset and one step is captured as a graph. */
+   against them, then the state is reset and one step is captured as a graph. */
 static lwo_result dit_gpu_capture(dit_gpu *g, const float *x0, const int *labels, lwo_graph **graph) {
     DIT_TRY(dit_gpu_reset(g, x0, labels), "reset");
-    if (dit_gpu_step(g)) return LWO_ERROR_CUDA;
-    DIT_TRY(lwo_stream_synchronize(g->ctx, NULL), "the warm-up step");
-    /* planned again, timed against the warm-up step (each use's compute time, the copy rate); the
-       workspace the step grew is allocated now, so none is kept aside */
+    if (dit_gpu_step(g) || dit_gpu_step(g)) return LWO_ERROR_CUDA;   /* the first loads the modules: its timings are the host's */
+    DIT_TRY(lwo_stream_synchronize(g->ctx, NULL), "the warm-up steps");
+    /* planned again, timed against the warm-up steps (each use's compute time, the copy rate); the
+       workspace the steps grew is allocated now, so none is kept aside */
     DIT_TRY(lwo_streaming_plan(g->ctx, 0), "lwo_streaming_plan");
     DIT_TRY(dit_gpu_reset(g, x0, labels), "reset");
     DIT_TRY(lwo_graph_capture_begin(g->ctx), "lwo_graph_capture_begin");
