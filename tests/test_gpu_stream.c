@@ -364,6 +364,8 @@ int main(void) {
         lwo_stats_get(rc.ctx, &st);
         lwo_memory_stats_get(rc.ctx, &mem);
         rc.ctx->cu.cuMemGetInfo(&fr1, &tot);
+        /* copies run one at a time, in use order, over however many offload streams */
+        CHECK(rc.ctx->engine->xfer_overlap_ms < 1e-3, "%d offload streams: copies ran beside each other for %.4f ms", ns, rc.ctx->engine->xfer_overlap_ms);
         CHECK(bad == 0, "budget %.0f%% (%d streams, %d slots max): %d of %d passes differ from the resident run", 100 * f, ns, ms, bad, passes);
         CHECK(mem.peak <= budget && fr0 - fr1 < (4u << 20), "the arena stays within the budget (peak %llu of %llu; device free moved %lld bytes)",
               (unsigned long long)mem.peak, (unsigned long long)budget, (long long)fr0 - (long long)fr1);
@@ -431,6 +433,17 @@ int main(void) {
                 CHECK(corrupt > 0 && corrupt2 > 0, "the stress test sees a missing wait (consumed: %d, ready: %d corrupt passes)", corrupt, corrupt2);
             }
             rc.ctx->engine->test_skip_ready_wait = 0;
+            {   /* without the wait on the previous copy, copies on other streams overlap it */
+                double o0;
+                lwo_stats_get(rc.ctx, &st);
+                o0 = rc.ctx->engine->xfer_overlap_ms;
+                rc.ctx->engine->test_skip_in_order = 1;
+                for (p = 0; p < 30; p++) if (pass(&rc, 0, 1, got)) break;
+                rc.ctx->engine->test_skip_in_order = 0;
+                lwo_stats_get(rc.ctx, &st);
+                printf("  sensitivity: without the wait on the previous copy, copies overlapped for %.3f ms in 30 passes\n", rc.ctx->engine->xfer_overlap_ms - o0);
+                CHECK(rc.ctx->engine->xfer_overlap_ms - o0 > 0, "the overlap measure sees copies out of order (%.4f ms)", rc.ctx->engine->xfer_overlap_ms - o0);
+            }
             lwo_stream_synchronize(rc.ctx, NULL);
         }
         teardown(&rc);
