@@ -4090,6 +4090,8 @@ typedef struct lwo__engine {
     double xfer_busy_ms;   /* busy time and bytes read since the last plan */
     uint64_t xfer_bytes;
     double xfer_overlap_ms; /* time copies ran beside an earlier one (the tests look at it: 0 in order) */
+    double xfer_gap_ms;    /* idle gaps under 50 us between one copy and the next, and their count: */
+    uint64_t xfer_gaps;    /* what starting a copy after the one before costs (the benches print it) */
     size_t xfer_max_end;   /* the pool event of the latest end read so far (LWO__MARK_NONE: none
                               since the pool started over; no later copy can overlap one before) */
     uint64_t deviations0;  /* order deviations when the open pass began */
@@ -4292,6 +4294,7 @@ static void lwo__engine_harvest(lwo_context *ctx, lwo__engine *e, int wait) {
             for (k = a; k < b; k++) {
                 const lwo__xfer *x = &e->xfers[k];
                 if (x->s < cur) e->xfer_overlap_ms += (x->e < cur ? x->e : cur) - x->s;
+                else if (x->s - cur < 0.05) { e->xfer_gap_ms += x->s - cur; e->xfer_gaps++; }
                 if (x->e > cur) { e->xfer_busy_ms += x->e - (x->s > cur ? x->s : cur); cur = x->e; e->xfer_max_end = x->end; }
                 e->xfer_bytes += x->bytes;
             }

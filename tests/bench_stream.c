@@ -260,6 +260,7 @@ static void run(lwo_format fmt, const char *fname, double frac, double bw, doubl
     minimum = ws_bytes + (uint64_t)M * H * 2 + 2ull * M * 4 * H * 2 + 2 * largest + (64ull << 20);
     budget = frac >= 1.0 ? stack_bytes + ws_bytes + (512ull << 20) : frac > 0 ? minimum + (uint64_t)(frac * (double)stack_bytes) : minimum;
     d.vram_budget = budget;
+    if (getenv("LWO_BENCH_OFFLOAD_STREAMS")) d.offload_streams = atoi(getenv("LWO_BENCH_OFFLOAD_STREAMS"));
     if (lwo_create(&d, &ctx)) die("lwo_create");
     if (lwo_module_compile(ctx, ops_src, "bench_ops.cu", NULL, &ops)) die("ops");
     for (b = 0; b < NB; b++)
@@ -308,6 +309,10 @@ static void run(lwo_format fmt, const char *fname, double frac, double bw, doubl
         for (u = 0; ctx->engine && u < ctx->engine->profiled; u++) sum += ctx->engine->use_ms[u];
         snprintf(key, sizeof key, "lwo_%s_%s_profile_ms", fname, frac >= 1 ? "resident" : frac > 0 ? "half" : "minimum");
         emit(key, sum);
+        if (ctx->engine && ctx->engine->xfer_gaps) {   /* idle between back-to-back copies */
+            snprintf(key, sizeof key, "lwo_%s_%s_copy_gap_us", fname, frac >= 1 ? "resident" : frac > 0 ? "half" : "minimum");
+            emit(key, ctx->engine->xfer_gap_ms * 1000.0 / (double)ctx->engine->xfer_gaps);
+        }
     }
     snprintf(key, sizeof key, "lwo_%s_%s_ms", fname, frac >= 1 ? "resident" : frac > 0 ? "half" : "minimum");
     emit(key, ms);
@@ -331,6 +336,18 @@ static void run(lwo_format fmt, const char *fname, double frac, double bw, doubl
     }
     lwo_destroy(ctx);
     ctx = NULL;
+}
+
+/* Whether `name` is in the comma-separated `list` (no list: every name is). */
+static int listed(const char *list, const char *name) {
+    size_t n = strlen(name);
+    const char *p = list;
+    if (!list) return 1;
+    while ((p = strstr(p, name)) != NULL) {
+        if ((p == list || p[-1] == ',') && (p[n] == 0 || p[n] == ',')) return 1;
+        p += n;
+    }
+    return 0;
 }
 
 int main(void) {
@@ -363,11 +380,13 @@ int main(void) {
     lwo_module_destroy(ctx, ops);
     lwo_destroy(ctx);
     ctx = NULL;
-    /* LWO_BENCH_QUICK: every format resident and at the minimum, bf16 also half resident */
+    /* LWO_BENCH_QUICK: every format resident and at the minimum, bf16 also half resident;
+       LWO_BENCH_FORMATS=int8,fp8w8a8: only those; LWO_BENCH_OFFLOAD_STREAMS: lwo_desc.offload_streams */
     for (f = 0; f < 4; f++) {
         compute = 0;
         for (b = 0; b < 3; b++) {
             if (getenv("LWO_BENCH_QUICK") && b == 1 && f > 0) continue;
+            if (!listed(getenv("LWO_BENCH_FORMATS"), names[f])) continue;
             run(fmts[f], names[f], fracs[b], bw, &compute);
         }
     }
