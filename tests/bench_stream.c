@@ -103,19 +103,29 @@ static void breakdown(stack *s, const char *fname) {
 
 static int cmpf(const void *a, const void *b) { float x = *(const float *)a, y = *(const float *)b; return x < y ? -1 : x > y; }
 
-static float time_forward(stack *s, int iters) {
+/* Copies kept running beside a timed pass (see time_forward_beside_copies). */
+typedef struct side_copies { lwo_stream *stream; lwo_tensor *dst; const void *src; int count; } side_copies;
+
+/* Median ms of `iters` passes after two untimed ones; with `side`, its copies are enqueued on its
+   stream before each timed pass. */
+static float time_forward(stack *s, int iters, const side_copies *side) {
     lwo_event *e0, *e1;
     float t[16];
-    int i;
+    int i, c;
     lwo_event_create(ctx, &e0);
     lwo_event_create(ctx, &e1);
     for (i = 0; i < 2; i++) if (forward(s)) die("forward");
     for (i = 0; i < iters; i++) {
+        if (side) {
+            lwo_stream_synchronize(ctx, NULL);
+            for (c = 0; c < side->count; c++) lwo_tensor_upload_async(ctx, side->stream, side->dst, side->src, lwo_tensor_numel(side->dst));
+        }
         lwo_event_record(ctx, e0, NULL);
         if (forward(s)) die("forward");
         lwo_event_record(ctx, e1, NULL);
         lwo_event_synchronize(ctx, e1);
         lwo_event_elapsed_ms(ctx, e0, e1, &t[i]);
+        if (side) lwo_stream_synchronize(ctx, side->stream);
     }
     lwo_event_destroy(ctx, e0);
     lwo_event_destroy(ctx, e1);
@@ -125,34 +135,22 @@ static float time_forward(stack *s, int iters) {
 
 /* The resident pass with the bus busy beside it (64 MiB copies into a scratch tensor on another
    stream, enough to outlast the pass): how much the copies' writes slow the compute itself, which a
-   streamed pass pays and its bound does not count. Median of `iters`. */
+   streamed pass pays and its bound does not count. */
 static float time_forward_beside_copies(stack *s, int iters, float pass_ms) {
     const uint64_t n = 64ull << 20;
-    int copies = (int)(pass_ms * 1.3 * 56e6 / (double)n) + 2, i, c;
     void *hp;
-    lwo_tensor *d;
-    lwo_stream *side;
-    lwo_event *e0, *e1;
-    float t[16];
-    if (lwo_host_alloc(ctx, n, &hp) || lwo_tensor_create(ctx, LWO_DTYPE_U8, 1, &n, &d) || lwo_stream_create(ctx, &side) ||
-        lwo_event_create(ctx, &e0) || lwo_event_create(ctx, &e1)) die("copies beside the pass");
+    side_copies sc;
+    float ms;
+    sc.count = (int)(pass_ms * 1.3 * 56e6 / (double)n) + 2;
+    if (lwo_host_alloc(ctx, n, &hp) || lwo_tensor_create(ctx, LWO_DTYPE_U8, 1, &n, &sc.dst) || lwo_stream_create(ctx, &sc.stream))
+        die("copies beside the pass");
     memset(hp, 1, (size_t)n);
-    for (i = 0; i < iters; i++) {
-        lwo_stream_synchronize(ctx, NULL);
-        for (c = 0; c < copies; c++) lwo_tensor_upload_async(ctx, side, d, hp, n);
-        lwo_event_record(ctx, e0, NULL);
-        if (forward(s)) die("forward");
-        lwo_event_record(ctx, e1, NULL);
-        lwo_event_synchronize(ctx, e1);
-        lwo_event_elapsed_ms(ctx, e0, e1, &t[i]);
-        lwo_stream_synchronize(ctx, side);
-    }
-    lwo_stream_destroy(ctx, side);
-    lwo_event_destroy(ctx, e0); lwo_event_destroy(ctx, e1);
-    lwo_tensor_destroy(ctx, d);
+    sc.src = hp;
+    ms = time_forward(s, iters, &sc);
+    lwo_stream_destroy(ctx, sc.stream);
+    lwo_tensor_destroy(ctx, sc.dst);
     lwo_host_free(ctx, hp);
-    qsort(t, (size_t)iters, sizeof *t, cmpf);
-    return t[iters / 2];
+    return ms;
 }
 
 static double h2d_GBps(void) {
@@ -296,7 +294,7 @@ static void run(lwo_format fmt, const char *fname, double frac, double bw, doubl
     if (forward(&s) || forward(&s) || lwo_stream_synchronize(ctx, NULL)) die("forward");   /* the first loads modules */
     if (lwo_streaming_plan(ctx, 0)) die("lwo_streaming_plan");   /* the workspace is allocated now */
     lwo_stats_get(ctx, &st0);
-    ms = time_forward(&s, 5);
+    ms = time_forward(&s, 5, NULL);
     lwo_stats_get(ctx, &st);
     if (frac >= 1) {
         breakdown(&s, fname);
