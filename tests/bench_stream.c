@@ -296,21 +296,32 @@ static void run(lwo_format fmt, const char *fname, double frac, double bw, doubl
     lwo_stats_get(ctx, &st0);
     ms = time_forward(&s, 5, NULL);
     lwo_stats_get(ctx, &st);
-    if (frac >= 1) {
-        breakdown(&s, fname);
-        snprintf(key, sizeof key, "lwo_%s_resident_beside_copies_ms", fname);
-        emit(key, time_forward_beside_copies(&s, 5, ms));
-    }
-    {   /* the compute a plan made now would be timed with (lwo's profile of the last pass) */
+    {   /* one more pass, read whole: its time, its waits, and lwo's profile of it (the compute a
+           plan made now would be timed with); pass - waits = profile when the marks see it all */
+        lwo_stats a, z;
         double sum = 0;
         size_t u;
+        memset(&a, 0, sizeof a);
+        memset(&z, 0, sizeof z);
+        lwo_stats_get(ctx, &a);
+        if (forward(&s)) die("forward");
+        lwo_stats_get(ctx, &z);
         for (u = 0; ctx->engine && u < ctx->engine->profiled; u++) sum += ctx->engine->use_ms[u];
+        snprintf(key, sizeof key, "lwo_%s_%s_last_pass_ms", fname, frac >= 1 ? "resident" : frac > 0 ? "half" : "minimum");
+        emit(key, z.last_pass_ms);
+        snprintf(key, sizeof key, "lwo_%s_%s_last_wait_ms", fname, frac >= 1 ? "resident" : frac > 0 ? "half" : "minimum");
+        emit(key, z.wait_ms - a.wait_ms);
         snprintf(key, sizeof key, "lwo_%s_%s_profile_ms", fname, frac >= 1 ? "resident" : frac > 0 ? "half" : "minimum");
         emit(key, sum);
         if (ctx->engine && ctx->engine->xfer_gaps) {   /* idle between back-to-back copies */
             snprintf(key, sizeof key, "lwo_%s_%s_copy_gap_us", fname, frac >= 1 ? "resident" : frac > 0 ? "half" : "minimum");
             emit(key, ctx->engine->xfer_gap_ms * 1000.0 / (double)ctx->engine->xfer_gaps);
         }
+    }
+    if (frac >= 1) {
+        breakdown(&s, fname);
+        snprintf(key, sizeof key, "lwo_%s_resident_beside_copies_ms", fname);
+        emit(key, time_forward_beside_copies(&s, 5, ms));
     }
     snprintf(key, sizeof key, "lwo_%s_%s_ms", fname, frac >= 1 ? "resident" : frac > 0 ? "half" : "minimum");
     emit(key, ms);

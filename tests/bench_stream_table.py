@@ -10,15 +10,15 @@ print(f"24-block stack, M=4608 (bf16 {v.get('peer_stack_GB', 0):.2f} GB); host-t
 if "lwo_h2d_64MiB_GBps" in v:
     print("64 MiB copies, GB/s: one stream %.1f, two streams %.1f, beside FMA kernels %.1f, beside memory-bound kernels %.1f" % tuple(
         v.get("lwo_h2d_64MiB" + k + "_GBps", 0) for k in ("", "_2streams", "_busy_fma", "_busy_mem")))
-print("| storage | budget | VRAM budget GB | ring MB | streamed GB/pass | ms/forward | bound ms = max(compute, bytes/bw) | ms / bound | compute waited | compute ms (pass - waits) | profile ms | plan's model ms | copies GB/s |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+print("| storage | budget | VRAM budget GB | ring MB | streamed GB/pass | ms/forward | bound ms = max(compute, bytes/bw) | ms / bound | compute waited | one more pass: ms, waits, profile | plan's model ms | copies GB/s |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 names = {"bf16": "bf16", "fp8": "fp8 (upcast)", "fp8w8a8": "fp8 W8A8", "int8": "int8"}
 for f in ("bf16", "fp8", "fp8w8a8", "int8"):
     for b in ("resident", "half", "minimum"):
         k = f"lwo_{f}_{b}"
         if k + "_ms" not in v: continue
         ms, bound = v[k + "_ms"], v[k + "_bound_ms"]
-        print(f"| {names[f]} | {b} | {v[k + '_budget_GB']:.2f} | {v.get(k + '_ring_MB', 0):.0f} | {v[k + '_streamed_GB']:.2f} | {ms:.1f} | {bound:.1f} | {ms / bound:.3f} | {100 * v[k + '_wait_frac']:.1f}% | {ms * (1 - v[k + '_wait_frac']):.1f} | {v.get(k + '_profile_ms', 0):.1f} | {v.get(k + '_model_ms', 0):.1f} | {v.get(k + '_copy_GBps', 0):.1f} |")
+        print(f"| {names[f]} | {b} | {v[k + '_budget_GB']:.2f} | {v.get(k + '_ring_MB', 0):.0f} | {v[k + '_streamed_GB']:.2f} | {ms:.1f} | {bound:.1f} | {ms / bound:.3f} | {100 * v[k + '_wait_frac']:.1f}% | {v.get(k + '_last_pass_ms', 0):.1f}, {v.get(k + '_last_wait_ms', 0):.1f}, {v.get(k + '_profile_ms', 0):.1f} | {v.get(k + '_model_ms', 0):.1f} | {v.get(k + '_copy_GBps', 0):.1f} |")
 print()
 print("| PyTorch peer (bf16) | ms/forward |")
 print("| --- | --- |")
