@@ -4000,7 +4000,9 @@ LWO_DEF void lwo_plan_free(lwo_plan *plan) {
    a `fill`. The protocol (DESIGN.md):
    - a transfer starts on its offload stream only after the `consumed` event of every fill whose
      bytes it overwrites, recorded on the compute stream after the last kernel that read it (and
-     after that fill's own `ready`: its transfer may still run on the other offload stream);
+     after that fill's own `ready`: its transfer may still run on another offload stream);
+   - transfers run one at a time in use order: on another offload stream a transfer first waits
+     for the one before it (side by side they would share the bus and delay the first needed);
    - the compute stream waits on the fill's `ready` event before any kernel reads it;
    - the host never blocks on either: every wait is cuStreamWaitEvent;
    - the ring is filled in use order, so transfers run as far ahead as it has room; a prefetch
@@ -4087,7 +4089,7 @@ typedef struct lwo__engine {
     size_t cap_use_ms, timed_uses, profiled;   /* uses timed in the pass being harvested; in the profile */
     double h2d_GBps;       /* measured on the resident uploads of a plan (0: not yet) */
     /* each eager transfer's start and end events (pool indices), read like the marks: the copies'
-       busy time, the union of their intervals over both offload streams, gives their rate */
+       busy time, the union of their intervals over the offload streams, gives their rate */
     lwo__xfer *xfers;
     size_t nxfers, capxfers, xfers_harvested;
     double xfer_busy_ms;   /* busy time and bytes read since the last plan */
@@ -4420,8 +4422,7 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
     if (e->order_known && e->profiled == e->norder && e->norder && e->h2d_GBps > 0) {
         pd.use_order = e->order; pd.use_count = e->norder; pd.use_ms = e->use_ms; pd.h2d_GBps = e->h2d_GBps;
         /* the streamed copies' own rate where they moved enough to tell: it counts what a pass does
-           to the bus (copies beside kernels, on two streams, one weight at a time), which one
-           large upload does not */
+           to the bus (copies beside kernels, one weight at a time), which one large upload does not */
         if (e->xfer_bytes >= (16u << 20) && e->xfer_busy_ms > 0) pd.h2d_GBps = (double)e->xfer_bytes / e->xfer_busy_ms / 1e6;
     }
     e->xfer_busy_ms = 0;
