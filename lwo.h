@@ -4276,8 +4276,9 @@ static void lwo__engine_harvest(lwo_context *ctx, lwo__engine *e, int wait) {
         e->harvested++;
     }
     /* transfers: the finished run from the oldest unread one, timed from its start (earlier ones
-       give negative times), sorted by start and merged, so copies running side by side on two
-       streams count once and one that a younger copy overtook still counts */
+       give negative times), sorted by start and merged. Copies run in use order, one at a time;
+       the merge still counts copies that ran side by side once (the overlap is what the tests
+       check is 0), and the gaps between copies are what starting one after another costs */
     {
         size_t a = e->xfers_harvested, b = a, k, m;
         float f;
@@ -4658,13 +4659,13 @@ static lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUstre
         }
         if (pos != LWO__MARK_NONE && pos >= e->cap_use_ms) {
             size_t cap = pos * 2 + 64;
-            float *nu = (float *)LWO_REALLOC(e->use_ms, cap * sizeof *nu), *np;
-            if (!nu) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-            e->use_ms = nu;
-            if (!(nu = (float *)LWO_REALLOC(e->use_least, cap * sizeof *nu))) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-            e->use_least = nu;
-            if (!(np = (float *)LWO_REALLOC(e->pass_ms, cap * sizeof *np))) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-            e->pass_ms = np;
+            float **per_use[3];
+            per_use[0] = &e->use_ms; per_use[1] = &e->use_least; per_use[2] = &e->pass_ms;
+            for (k = 0; k < 3; k++) {
+                float *grown = (float *)LWO_REALLOC(*per_use[k], cap * sizeof *grown);
+                if (!grown) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+                *per_use[k] = grown;
+            }
             e->cap_use_ms = cap;
         }
     }
