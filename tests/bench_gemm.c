@@ -2,7 +2,7 @@
    "e2e" is lwo_linear as called (W8A8: per-token quantization + GEMM; fp8 upcast: upcast + GEMM).
    "gemm" is the GEMM alone on already-prepared operands (the internal lwo__gemm), with the tile
    lwo picks; on sm_90a the GEMM is also timed with each Hopper tile forced (lwo_desc.gemm_kernels
-   2 to 4), so the tile table in lwo__gemm_wg_tile can be checked against measurements.
+   2 to 5), so the tile table in lwo__gemm_wg_tile can be checked against measurements.
    Build: make build/bench_gemm. Peers: tests/bench_gemm_peers.py (same shapes). */
 #define LWO_IMPLEMENTATION
 #include "../lwo.h"
@@ -59,21 +59,26 @@ int main(void) {
     lwo_desc desc;
     lwo_device_info info;
     int s, f;
-    /* LWO_BENCH_TILES: which forced tiles to time, as lwo_desc.gemm_kernels digits (default "234") */
+    /* LWO_BENCH_TILES: which forced tiles to time, as lwo_desc.gemm_kernels digits (default "2345") */
     const char *tiles = getenv("LWO_BENCH_TILES");
+    /* LWO_BENCH_SHAPES: which shapes to run, as digits of their index in `shapes` (e.g. "01"; for a profiler) */
+    const char *only = getenv("LWO_BENCH_SHAPES");
     memset(&desc, 0, sizeof desc);
     desc.vram_budget = (uint64_t)16 << 30;
     if (lwo_create(&desc, &ctx) != LWO_SUCCESS) { fprintf(stderr, "lwo_create: %s\n", lwo_last_error(ctx)); lwo_destroy(ctx); return 1; }
     lwo_device_info_get(ctx, &info);
-    printf("lwo bench_gemm on %s (%s)\n%-20s %-11s %9s %8s %9s %9s %9s %9s %8s\n", info.name, info.arch, "M x K x N", "path",
-           "gemm ms", "gemm TF", "64x128", "128x128", "128x256", "e2e ms", "e2e TF");
+    printf("lwo bench_gemm on %s (%s)\n%-20s %-11s %9s %8s %9s %9s %9s %9s %9s %8s\n", info.name, info.arch, "M x K x N", "path",
+           "gemm ms", "gemm TF", "64x128", "128x128", "128x256", "pingpong", "e2e ms", "e2e TF");
     for (s = 0; s < 6; s++) {
         uint64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2], i;
         double flop = 2.0 * M * N * K;
-        float *wf = (float *)malloc(N * K * 4);
-        uint16_t *xh = (uint16_t *)malloc(M * K * 2);
+        float *wf;
+        uint16_t *xh;
         uint64_t sx[2], sy[2];
         lwo_tensor *x, *y;
+        if (only && !strchr(only, '0' + s)) continue;
+        wf = (float *)malloc(N * K * 4);
+        xh = (uint16_t *)malloc(M * K * 2);
         for (i = 0; i < N * K; i++) wf[i] = (float)((double)((i * 2654435761u) % 2001) / 1000.0 - 1.0) * 0.05f;
         for (i = 0; i < M * K; i++) xh[i] = lwo_ref_f32_to_bf16((float)((double)((i * 40503u) % 2001) / 1000.0 - 1.0));
         sx[0] = M; sx[1] = K; sy[0] = M; sy[1] = N;
@@ -82,7 +87,7 @@ int main(void) {
         for (f = 0; f < 4; f++) {
             lwo_weight_desc d;
             lwo_weight *w;
-            double tg, te, tt[3] = { 0, 0, 0 };
+            double tg, te, tt[4] = { 0, 0, 0, 0 };
             int t;
             if (fmts[f] == LWO_FORMAT_FP8_E4M3_W8A8 && info.cc_major * 10 + info.cc_minor < 89) continue;
             memset(&d, 0, sizeof d);
@@ -92,14 +97,14 @@ int main(void) {
             g_gemm_only = 0; te = time_ms();   /* first: it also sizes the workspace the GEMM-only run reads */
             g_gemm_only = 1; tg = time_ms();
             if (strcmp(info.arch, "sm_90a") == 0)
-                for (t = 0; t < 3; t++) {
+                for (t = 0; t < 4; t++) {
                     char digit = (char)('2' + t);
                     if (tiles && !strchr(tiles, digit)) continue;
                     ctx->desc.gemm_kernels = 2 + t; tt[t] = time_ms(); ctx->desc.gemm_kernels = 0;
                 }
-            printf("%5llux%5llux%5llu  %-11s %9.3f %8.1f %9.3f %9.3f %9.3f %9.3f %8.1f\n", (unsigned long long)M, (unsigned long long)K,
+            printf("%5llux%5llux%5llu  %-11s %9.3f %8.1f %9.3f %9.3f %9.3f %9.3f %9.3f %8.1f\n", (unsigned long long)M, (unsigned long long)K,
                    (unsigned long long)N, fmts[f] == LWO_FORMAT_BF16 ? "bf16" : fmts[f] == LWO_FORMAT_FP8_E4M3 ? "fp8 upcast" :
-                   fmts[f] == LWO_FORMAT_INT8 ? "int8 w8a8" : "fp8 w8a8", tg, flop / tg * 1e-9, tt[0], tt[1], tt[2], te, flop / te * 1e-9);
+                   fmts[f] == LWO_FORMAT_INT8 ? "int8 w8a8" : "fp8 w8a8", tg, flop / tg * 1e-9, tt[0], tt[1], tt[2], tt[3], te, flop / te * 1e-9);
             fflush(stdout);
             lwo_weight_destroy(ctx, w);
         }

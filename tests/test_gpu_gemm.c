@@ -214,7 +214,7 @@ static void run_suite(const lwo_device_info *info) {
     }
 }
 
-/* One Hopper tile forced (lwo_desc.gemm_kernels 2..4): its edges, a persistent grid with more tiles
+/* One Hopper tile forced (lwo_desc.gemm_kernels 2..5): its edges, a persistent grid with more tiles
    than multiprocessors and a last group of row tiles shorter than the others (2500 rows), and a
    drawn shape, every format. */
 static void run_tile_suite(void) {
@@ -231,17 +231,18 @@ static void run_tile_suite(void) {
 
 /* Each kernel family lwo has for the device: on sm_90a the wgmma kernels (the default, its tile
    chosen per shape), the mma.sync ones (lwo_desc.gemm_kernels = 1), then each wgmma tile forced
-   (2, 3, 4); elsewhere only the default, which is mma.sync. */
+   (2, 3, 4, 5); elsewhere only the default, which is mma.sync. */
 int main(void) {
     lwo_desc desc;
     lwo_device_info info;
     int pass;
-    static const char *const family[] = { "wgmma (tile per shape)", "mma.sync", "wgmma 64x128", "wgmma 128x128", "wgmma 128x256" };
+    static const char *const family[] = { "wgmma (tile per shape)", "mma.sync", "wgmma 64x128", "wgmma 128x128", "wgmma 128x256",
+                                          "wgmma 128x128 ping-pong" };
     check_seed("test_gpu_gemm");
     /* LWO_TEST_WGMMA_ONLY: the wgmma passes only (the sanitizer runs look at the pipelined kernels);
        LWO_TEST_GEMM_PASSES: the passes to run, as digits (e.g. "45") */
     const char *only = getenv("LWO_TEST_GEMM_PASSES");
-    for (pass = 0; pass < 5; pass++) {
+    for (pass = 0; pass < 6; pass++) {
         if (pass == 1 && getenv("LWO_TEST_WGMMA_ONLY")) continue;
         if (only && !strchr(only, '0' + pass)) continue;
         memset(&desc, 0, sizeof desc);
