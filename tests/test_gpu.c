@@ -216,12 +216,15 @@ static void test_quantize_rows(void) {
    lwo_weight_create use): permutation, smoothing (divide, or multiply for weights), the blockwise
    Hadamard rotation, int8 and e4m3 codes, against lwo_ref_prep_rows + the plain quantizer, bit for
    bit. Rows short enough to be held in shared memory with their prep, staged without it, and too
-   long for shared memory; x rows 16-byte aligned and not (K odd, or x shifted by one element). */
+   long for shared memory; x rows 16-byte aligned and not (K odd, or x shifted by one element); and
+   without a permutation, rows held in registers (lwo_k_quantize_rows_reg_*, up to K = 16384 f32 or
+   32768 16-bit values; v = 0 and 1 take it, 2 and 3 are misaligned) and the first K past them. */
 static void test_quantize_prep(void) {
     static const lwo_dtype srcs[] = { LWO_DTYPE_BF16, LWO_DTYPE_F16, LWO_DTYPE_F32 };
-    static const uint64_t shapes[][3] = { /* rows, K, block */
-        { 3, 7, 0 }, { 2, 13, 4 }, { 5, 328, 256 }, { 4, 1000, 8 }, { 3, 4097, 128 }, { 64, 3072, 64 }, { 9, 12288, 128 },
-        { 3, 16384, 256 }, { 2, 20000, 32 }, { 2, 60001, 16 }, { 2, 70000, 0 } };
+    static const uint64_t shapes[][4] = { /* rows, K, block, no permutation */
+        { 3, 7, 0, 0 }, { 2, 13, 4, 0 }, { 5, 328, 256, 0 }, { 4, 1000, 8, 0 }, { 3, 4097, 128, 0 }, { 64, 3072, 64, 0 },
+        { 9, 12288, 128, 0 }, { 3, 16384, 256, 0 }, { 2, 20000, 32, 0 }, { 2, 60001, 16, 0 }, { 2, 70000, 0, 0 },
+        { 40, 3072, 0, 1 }, { 7, 1064, 0, 1 }, { 6, 16384, 0, 1 }, { 6, 16392, 0, 1 }, { 3, 32768, 0, 1 }, { 3, 32776, 0, 1 } };
     size_t a, k;
     for (a = 0; a < 3; a++)
         for (k = 0; k < sizeof shapes / sizeof *shapes; k++) {
@@ -231,7 +234,7 @@ static void test_quantize_prep(void) {
                 lwo_dtype st = srcs[a];
                 uint64_t R = shapes[k][0], K = shapes[k][1], b = shapes[k][2] ? shapes[k][2] : 1, kr = (K + b - 1) / b * b, i;
                 uint64_t KQ = v == 3 ? kr + 5 : (kr + 63) / 64 * 64, xoff = (v == 2) ? 1 : 0, bad = 0;
-                int fp8 = v & 1, smul = v == 1, use_perm = v != 2 || K < 20000, use_smooth = v != 0;
+                int fp8 = v & 1, smul = v == 1, use_perm = (v != 2 || K < 20000) && !shapes[k][3], use_smooth = v != 0;
                 int hlog = shapes[k][2] ? lwo__hadamard_log((int)shapes[k][2]) : 0;
                 size_t es = lwo_dtype_size(st);
                 void *hx = malloc((R * K + 1) * es);
