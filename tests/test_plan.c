@@ -191,6 +191,71 @@ static void timed_tests(void) {
     CHECK(slower == 0, "%d random timed plans score worse in the model than the fewest-bytes plan", slower);
 }
 
+/* The engine's event pool compaction (lwo__engine_compact, host bookkeeping only: no driver call),
+   on random pools with fake event handles: every unread mark and transfer names the same event as
+   before, the read ones are gone, the pool keeps every handle once, and it shrinks by exactly the
+   events before the oldest one still named. */
+static void test_pool_compaction(void) {
+    int trial;
+    for (trial = 0; trial < 2000; trial++) {
+        lwo__engine e;
+        size_t cap = 8 + check_rand_u64() % 200, nm = check_rand_u64() % 40, nx = check_rand_u64() % 30, k, lo;
+        void *before_m[40][2], *before_x[30][2], *before_max = NULL;
+        unsigned char seen[208];
+        int ok = 1;
+        memset(&e, 0, sizeof e);
+        e.wait_ev = (lwo__CUevent *)malloc(cap * sizeof *e.wait_ev);
+        e.marks = (lwo__mark *)malloc((nm + 1) * sizeof *e.marks);
+        e.xfers = (lwo__xfer *)malloc((nx + 1) * sizeof *e.xfers);
+        for (k = 0; k < cap; k++) e.wait_ev[k] = (lwo__CUevent)(uintptr_t)(k + 1);
+        e.capwait = cap;
+        e.nwait = 1 + check_rand_u64() % cap;
+        e.nmarks = nm; e.harvested = nm ? check_rand_u64() % (nm + 1) : 0;
+        e.nxfers = nx; e.xfers_harvested = nx ? check_rand_u64() % (nx + 1) : 0;
+        for (k = 0; k < nm; k++) {
+            e.marks[k].pre = check_rand_u64() % e.nwait;
+            e.marks[k].post = (check_rand_u64() & 1) ? e.marks[k].pre : check_rand_u64() % e.nwait;
+            e.marks[k].pos = k; e.marks[k].uses = 0;
+            before_m[k][0] = e.wait_ev[e.marks[k].pre]; before_m[k][1] = e.wait_ev[e.marks[k].post];
+        }
+        for (k = 0; k < nx; k++) {
+            memset(&e.xfers[k], 0, sizeof e.xfers[k]);
+            e.xfers[k].start = check_rand_u64() % e.nwait; e.xfers[k].end = check_rand_u64() % e.nwait; e.xfers[k].bytes = k;
+            before_x[k][0] = e.wait_ev[e.xfers[k].start]; before_x[k][1] = e.wait_ev[e.xfers[k].end];
+        }
+        e.xfer_max_end = (check_rand_u64() & 3) ? check_rand_u64() % e.nwait : LWO__MARK_NONE;
+        if (e.xfer_max_end != LWO__MARK_NONE) before_max = e.wait_ev[e.xfer_max_end];
+        /* the expected shrink: the oldest event still named */
+        lo = e.nwait;
+        for (k = e.harvested; k < nm; k++) { if (e.marks[k].pre < lo) lo = e.marks[k].pre; if (e.marks[k].post < lo) lo = e.marks[k].post; }
+        for (k = e.xfers_harvested; k < nx; k++) { if (e.xfers[k].start < lo) lo = e.xfers[k].start; if (e.xfers[k].end < lo) lo = e.xfers[k].end; }
+        if (e.xfers_harvested < nx && e.xfer_max_end != LWO__MARK_NONE && e.xfer_max_end < lo) lo = e.xfer_max_end;
+        {
+            size_t nwait0 = e.nwait, h = e.harvested, hx = e.xfers_harvested;
+            lwo__engine_compact(&e);
+            ok &= e.nwait == nwait0 - lo && e.harvested == 0 && e.nmarks == nm - h && e.xfers_harvested == 0 && e.nxfers == nx - hx;
+            for (k = 0; ok && k < e.nmarks; k++)
+                ok &= e.marks[k].pos == h + k && e.marks[k].pre < e.nwait && e.marks[k].post < e.nwait &&
+                      e.wait_ev[e.marks[k].pre] == before_m[h + k][0] && e.wait_ev[e.marks[k].post] == before_m[h + k][1];
+            for (k = 0; ok && k < e.nxfers; k++)
+                ok &= e.xfers[k].bytes == hx + k && e.xfers[k].start < e.nwait && e.xfers[k].end < e.nwait &&
+                      e.wait_ev[e.xfers[k].start] == before_x[hx + k][0] && e.wait_ev[e.xfers[k].end] == before_x[hx + k][1];
+            if (hx == nx) ok &= e.xfer_max_end == LWO__MARK_NONE;
+            else if (before_max) ok &= e.xfer_max_end < e.nwait && e.wait_ev[e.xfer_max_end] == before_max;
+            memset(seen, 0, sizeof seen);
+            for (k = 0; k < cap; k++) {
+                uintptr_t v = (uintptr_t)e.wait_ev[k];
+                ok &= v >= 1 && v <= cap && !seen[v];
+                if (v >= 1 && v <= cap) seen[v] = 1;
+            }
+        }
+        CHECK(ok, "trial %d: pool of %llu (%llu used), %llu marks, %llu transfers: the compacted pool names other events",
+              trial, (unsigned long long)cap, (unsigned long long)e.nwait, (unsigned long long)nm, (unsigned long long)nx);
+        free(e.wait_ev); free(e.marks); free(e.xfers);
+        if (!ok) break;
+    }
+}
+
 int main(void) {
     char err[512];
     lwo_plan p;
@@ -199,6 +264,7 @@ int main(void) {
     int it, bad = 0, worse = 0;
     double worst = 1.0;
     check_seed("test_plan");
+    test_pool_compaction();
     memset(&d, 0, sizeof d);
     /* a 24-block stack like ANCHORS.md's: qkv, out, up, down per block (bf16 bytes) */
     {
