@@ -2521,8 +2521,8 @@ LWO_DEF lwo_result lwo_quantize_fp8(lwo_context *ctx, lwo_stream *s, const lwo_t
    perm (i32) and smooth (f32, by position: already permuted) are [K] device arrays or 0; smul
    multiplies by smooth (weights) where activations divide; hlog is log2 of the Hadamard block, 0
    for none; Kq >= K rounded up to the block. Rows with neither gather nor rotation, aligned for
-   vector access and at most 16384 wide, are held in registers (the common activation case: one
-   round trip to DRAM per block). Otherwise the row goes through shared memory when it fits, so x
+   vector access and at most 32768 16-bit (16384 f32) values wide, are held in registers (the
+   common activation case: one round trip to DRAM per block). Otherwise the row goes through shared memory when it fits, so x
    is read from DRAM once; the prepped row is kept there too when smoothing or the rotation would
    otherwise be done twice. Past LWO__ROWQ_SMEM the kernel reads x twice (the second time mostly
    from L1/L2). */
