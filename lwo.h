@@ -2554,7 +2554,7 @@ static lwo_result lwo__rowq_launch(lwo_context *ctx, lwo__CUstream cs, lwo__CUde
     if (!perm && !hlog && (flags & LWO__ROWQ_VEC_X) && (flags & LWO__ROWQ_VEC_Q) && (!smooth || (flags & LWO__ROWQ_VEC_SIDE)) &&
         ns <= slots * LWO__ROWQ_REG_THREADS) {
         /* the row in registers (lwo_k_quantize_rows_reg_*): `slots` slots a thread, a multiple of 32 threads */
-        unsigned threads = (unsigned)((ns + slots * 32 - 1) / (slots * 32) * 32);
+        unsigned threads = ns ? (unsigned)((ns + slots * 32 - 1) / (slots * 32) * 32) : 32;   /* K = 0: scale 1, q zero */
         snprintf(name, sizeof name, "lwo_k_quantize_rows_reg_%s", lwo__kname(xt));
         args[0] = &x; args[1] = &K; args[2] = &smooth; args[3] = &q; args[4] = &Kq; args[5] = &scales; args[6] = &flags;
         return lwo__launch(ctx, cs, name, (unsigned)rows, 1, threads, 0, args);
