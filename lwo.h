@@ -3131,7 +3131,9 @@ static lwo_result lwo__gemm_wg(lwo_context *ctx, lwo__CUstream cs, lwo_dtype op,
     const char *variant = op == LWO_DTYPE_I8 ? "s8" : lwo__kname(op);
     const lwo__wg_tile *tl = lwo__gemm_wg_tile(ctx, M, N);
     unsigned threads = 128u * (tl->cwg + 1), smem = (unsigned)ctx->info.max_smem_per_block;
-    unsigned head = (16u * 8u + tl->cwg * tl->bn * 8u + 1023u) / 1024u * 1024u; /* barriers, tables, alignment */
+    /* what lwo_gemm_wg_body puts before the stages: 16 bytes of barriers for each of LWO_WG_MAX_STAGES (8)
+       stages, the column tables, up to the next 1024-byte boundary */
+    unsigned head = (16u * 8u + tl->cwg * tl->bn * 8u + 1023u) / 1024u * 1024u;
     uint64_t tiles = ((M + tl->bm - 1) / tl->bm) * ((N + tl->bn - 1) / tl->bn), ktiles = (akb + 127) / 128;
     unsigned grid = (unsigned)(tiles < (uint64_t)ctx->info.sm_count ? tiles : (uint64_t)ctx->info.sm_count);
     char name[64];
@@ -4268,7 +4270,8 @@ static void lwo__engine_read_pass(lwo_context *ctx, lwo__engine *e) {
 
 /* Moves the unread marks and transfers to the front of their arrays, and the pool events they name
    to the front of the pool (a rotation: the events before the oldest still named are free, and go
-   to the back), so the pool is reused while a pass is still running. */
+   to the back), so the pool is reused while a pass is still running; with nothing unread the pool
+   simply starts over. */
 static void lwo__engine_compact(lwo__engine *e) {
     size_t lo = e->nwait, k, i, j;
     lwo__CUevent t;
@@ -4282,7 +4285,8 @@ static void lwo__engine_compact(lwo__engine *e) {
     }
     if (e->xfers_harvested == e->nxfers) e->xfer_max_end = LWO__MARK_NONE;   /* no later copy can overlap it */
     else if (e->xfer_max_end < lo) lo = e->xfer_max_end;
-    if (lo > 0) {   /* rotate left by lo: reverse [0, lo), [lo, nwait), then the whole */
+    if (lo == e->nwait) e->nwait = 0;
+    else if (lo > 0) {   /* rotate left by lo: reverse [0, lo), [lo, nwait), then the whole */
         size_t span[3][2];
         span[0][0] = 0; span[0][1] = lo; span[1][0] = lo; span[1][1] = e->nwait; span[2][0] = 0; span[2][1] = e->nwait;
         for (k = 0; k < 3; k++)
@@ -4375,11 +4379,7 @@ static void lwo__engine_harvest(lwo_context *ctx, lwo__engine *e, int wait, size
     }
     if (e->xfer_busy_ms > 0) ctx->stats.transfer_GBps = (double)e->xfer_bytes / e->xfer_busy_ms / 1e6;
     if (wait && e->harvested < e->nmarks) { e->timed_uses = 0; e->harvested = e->nmarks; }   /* a pass cut short is no profile */
-    if (e->harvested >= e->nmarks && e->xfers_harvested >= e->nxfers) {
-        e->nmarks = e->harvested = e->nwait = 0;
-        e->nxfers = e->xfers_harvested = 0;
-        e->xfer_max_end = LWO__MARK_NONE;
-    } else if (e->harvested || e->xfers_harvested) lwo__engine_compact(e);
+    if (e->harvested || e->xfers_harvested || (e->nmarks == 0 && e->nxfers == 0)) lwo__engine_compact(e);
     lwo__engine_read_pass(ctx, e);
 }
 
