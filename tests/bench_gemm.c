@@ -2,7 +2,8 @@
    "e2e" is lwo_linear as called (W8A8: per-token quantization + GEMM; fp8 upcast: upcast + GEMM).
    "gemm" is the GEMM alone on already-prepared operands (the internal lwo__gemm), with the tile
    lwo picks; on sm_90a the GEMM is also timed with each Hopper tile forced (lwo_desc.gemm_kernels
-   2 to 5), so the tile table in lwo__gemm_wg_tile can be checked against measurements.
+   2 to 7), so the tile table in lwo__gemm_wg_tile can be checked against measurements. "quant" is the
+   W8A8 per-token quantizer alone, its rate counting the bf16 read and the 8-bit write.
    Build: make build/bench_gemm. Peers: tests/bench_gemm_peers.py (same shapes). */
 #define LWO_IMPLEMENTATION
 #include "../lwo.h"
@@ -12,9 +13,16 @@ static lwo_context *ctx;
 static int cmpf(const void *a, const void *b) { float x = *(const float *)a, y = *(const float *)b; return x < y ? -1 : x > y; }
 
 static const lwo_tensor *g_x; static const lwo_weight *g_w; static lwo_tensor *g_y;
-static int g_gemm_only;
+static int g_gemm_only; /* 0: lwo_linear; 1: the GEMM alone; 2: the W8A8 per-token quantizer alone */
 static lwo_result one(void) {
     if (!g_gemm_only) return lwo_linear(ctx, NULL, g_x, g_w, NULL, g_y);
+    if (g_gemm_only == 2) {
+        const lwo_weight *w = g_w;
+        uint64_t M = g_x->shape[0], qbytes = (M * w->kpad + 255) / 256 * 256;
+        lwo__CUdeviceptr ws = ctx->arena + ctx->ws_off;
+        return lwo__rowq_launch(ctx, ctx->compute, g_x->ptr, g_x->dtype, M, g_x->shape[1], 0, 0, 0, 0,
+                                w->format == LWO_FORMAT_FP8_E4M3_W8A8, ws, w->kpad, ws + qbytes);
+    }
     {
         const lwo_weight *w = g_w;
         uint64_t M = g_x->shape[0], N = w->rows, Kp = w->kpad;
@@ -59,16 +67,18 @@ int main(void) {
     lwo_desc desc;
     lwo_device_info info;
     int s, f;
-    /* LWO_BENCH_TILES: which forced tiles to time, as lwo_desc.gemm_kernels digits (default "2345") */
-    const char *tiles = getenv("LWO_BENCH_TILES");
+    /* LWO_BENCH_TILES: which forced tiles to time, in that order, as lwo_desc.gemm_kernels digits (default
+       "234567"); a tile named twice reports its faster time, so "567765" times three tiles in both
+       orders (clocks fall as the card warms: what runs later runs slower) */
+    const char *tiles = getenv("LWO_BENCH_TILES") ? getenv("LWO_BENCH_TILES") : "234567";
     /* LWO_BENCH_SHAPES: which shapes to run, as digits of their index in `shapes` (e.g. "01"; for a profiler) */
     const char *only = getenv("LWO_BENCH_SHAPES");
     memset(&desc, 0, sizeof desc);
     desc.vram_budget = (uint64_t)16 << 30;
     if (lwo_create(&desc, &ctx) != LWO_SUCCESS) { fprintf(stderr, "lwo_create: %s\n", lwo_last_error(ctx)); lwo_destroy(ctx); return 1; }
     lwo_device_info_get(ctx, &info);
-    printf("lwo bench_gemm on %s (%s)\n%-20s %-11s %9s %8s %9s %9s %9s %9s %9s %8s\n", info.name, info.arch, "M x K x N", "path",
-           "gemm ms", "gemm TF", "64x128", "128x128", "128x256", "pingpong", "e2e ms", "e2e TF");
+    printf("lwo bench_gemm on %s (%s)\n%-20s %-11s %9s %8s %9s %9s %9s %9s %9s %9s %9s %8s %9s %10s\n", info.name, info.arch, "M x K x N", "path",
+           "gemm ms", "gemm TF", "64x128", "128x128", "128x256", "pingpong", "pp 2x1", "pp 2x2", "e2e ms", "e2e TF", "quant ms", "quant TB/s");
     for (s = 0; s < 6; s++) {
         uint64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2], i;
         double flop = 2.0 * M * N * K;
@@ -87,8 +97,9 @@ int main(void) {
         for (f = 0; f < 4; f++) {
             lwo_weight_desc d;
             lwo_weight *w;
-            double tg, te, tt[4] = { 0, 0, 0, 0 };
+            double tg, te, tq = 0, tt[6] = { 0, 0, 0, 0, 0, 0 };
             int t;
+            const char *c;
             if (fmts[f] == LWO_FORMAT_FP8_E4M3_W8A8 && info.cc_major * 10 + info.cc_minor < 89) continue;
             memset(&d, 0, sizeof d);
             d.rows = N; d.cols = K; d.data = wf; d.format = fmts[f];
@@ -96,21 +107,29 @@ int main(void) {
             g_x = x; g_w = w; g_y = y;
             g_gemm_only = 0; te = time_ms();   /* first: it also sizes the workspace the GEMM-only run reads */
             g_gemm_only = 1; tg = time_ms();
+            if (fmts[f] == LWO_FORMAT_INT8 || fmts[f] == LWO_FORMAT_FP8_E4M3_W8A8) { g_gemm_only = 2; tq = time_ms(); }
             if (strcmp(info.arch, "sm_90a") == 0)
-                for (t = 0; t < 4; t++) {
-                    char digit = (char)('2' + t);
-                    if (tiles && !strchr(tiles, digit)) continue;
-                    ctx->desc.gemm_kernels = 2 + t; tt[t] = time_ms(); ctx->desc.gemm_kernels = 0;
+                for (c = tiles; *c; c++) {
+                    double ms;
+                    if (*c < '2' || *c > '7') continue;
+                    t = *c - '2';
+                    ctx->desc.gemm_kernels = 2 + t; ms = time_ms(); ctx->desc.gemm_kernels = 0;
+                    if (tt[t] == 0 || ms < tt[t]) tt[t] = ms;
                 }
-            printf("%5llux%5llux%5llu  %-11s %9.3f %8.1f %9.3f %9.3f %9.3f %9.3f %9.3f %8.1f\n", (unsigned long long)M, (unsigned long long)K,
+            printf("%5llux%5llux%5llu  %-11s %9.3f %8.1f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.1f %9.4f %10.2f\n", (unsigned long long)M, (unsigned long long)K,
                    (unsigned long long)N, fmts[f] == LWO_FORMAT_BF16 ? "bf16" : fmts[f] == LWO_FORMAT_FP8_E4M3 ? "fp8 upcast" :
-                   fmts[f] == LWO_FORMAT_INT8 ? "int8 w8a8" : "fp8 w8a8", tg, flop / tg * 1e-9, tt[0], tt[1], tt[2], tt[3], te, flop / te * 1e-9);
+                   fmts[f] == LWO_FORMAT_INT8 ? "int8 w8a8" : "fp8 w8a8", tg, flop / tg * 1e-9, tt[0], tt[1], tt[2], tt[3], tt[4], tt[5], te, flop / te * 1e-9,
+                   tq, tq > 0 ? (double)M * K * 3 / tq * 1e-9 : 0.0);   /* bf16 read, 8-bit written */
             fflush(stdout);
             lwo_weight_destroy(ctx, w);
         }
         lwo_tensor_destroy(ctx, x); lwo_tensor_destroy(ctx, y);
         free(wf); free(xh);
     }
+    for (f = 0; f < 4; f++)
+        for (s = 0; s < LWO__WG_TILES; s++)
+            if (ctx->gemm_clusters[f][s]) printf("%s GEMMs, tile %s: %d clusters of %u CTAs at once\n", lwo__gemm_variants[f],
+                                                lwo__wg_tiles[s].suffix, ctx->gemm_clusters[f][s], lwo__wg_tiles[s].cm * lwo__wg_tiles[s].cn);
     lwo_destroy(ctx);
     return 0;
 }

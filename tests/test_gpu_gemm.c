@@ -214,11 +214,13 @@ static void run_suite(const lwo_device_info *info) {
     }
 }
 
-/* One Hopper tile forced (lwo_desc.gemm_kernels 2..5): its edges, a persistent grid with more tiles
-   than multiprocessors and a last group of row tiles shorter than the others (2500 rows), and a
-   drawn shape, every format. */
+/* One Hopper tile forced (lwo_desc.gemm_kernels 2..7): its edges, a persistent grid with more tiles
+   than multiprocessors and a last group of row tiles shorter than the others (2500 rows), an odd
+   number of row and of column tiles (300 x 520: a cluster's unit with tiles wholly past M or N),
+   and a drawn shape, every format. */
 static void run_tile_suite(void) {
-    static const uint64_t shapes[][3] = { { 1, 200, 328 }, { 129, 257, 200 }, { 1000, 200, 328 }, { 2500, 2100, 328 } };
+    static const uint64_t shapes[][3] = { { 1, 200, 328 }, { 129, 257, 200 }, { 1000, 200, 328 }, { 2500, 2100, 328 },
+                                          { 300, 520, 1000 } };
     static const lwo_dtype outs[] = { LWO_DTYPE_BF16, LWO_DTYPE_F16, LWO_DTYPE_F32 };
     int f, s;
     for (f = 0; f < LWO_FORMAT_COUNT; f++) {
@@ -231,18 +233,19 @@ static void run_tile_suite(void) {
 
 /* Each kernel family lwo has for the device: on sm_90a the wgmma kernels (the default, its tile
    chosen per shape), the mma.sync ones (lwo_desc.gemm_kernels = 1), then each wgmma tile forced
-   (2, 3, 4, 5); elsewhere only the default, which is mma.sync. */
+   (2 to 7); elsewhere only the default, which is mma.sync. */
 int main(void) {
     lwo_desc desc;
     lwo_device_info info;
     int pass;
     static const char *const family[] = { "wgmma (tile per shape)", "mma.sync", "wgmma 64x128", "wgmma 128x128", "wgmma 128x256",
-                                          "wgmma 128x128 ping-pong" };
+                                          "wgmma 128x128 ping-pong", "wgmma 128x128 ping-pong, 2x1 clusters",
+                                          "wgmma 128x128 ping-pong, 2x2 clusters" };
     check_seed("test_gpu_gemm");
     /* LWO_TEST_WGMMA_ONLY: the wgmma passes only (the sanitizer runs look at the pipelined kernels);
        LWO_TEST_GEMM_PASSES: the passes to run, as digits (e.g. "45") */
     const char *only = getenv("LWO_TEST_GEMM_PASSES");
-    for (pass = 0; pass < 6; pass++) {
+    for (pass = 0; pass < 8; pass++) {
         if (pass == 1 && getenv("LWO_TEST_WGMMA_ONLY")) continue;
         if (only && !strchr(only, '0' + pass)) continue;
         memset(&desc, 0, sizeof desc);
