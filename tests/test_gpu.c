@@ -217,14 +217,17 @@ static void test_quantize_rows(void) {
    Hadamard rotation, int8 and e4m3 codes, against lwo_ref_prep_rows + the plain quantizer, bit for
    bit. Rows short enough to be held in shared memory with their prep, staged without it, and too
    long for shared memory; x rows 16-byte aligned and not (K odd, or x shifted by one element); and
-   without a permutation, rows held in registers (lwo_k_quantize_rows_reg_*, up to K = 16384 f32 or
-   32768 16-bit values; v = 0 and 1 take it, 2 and 3 are misaligned) and the first K past them. */
+   without a permutation, rows streamed through the ring kernel (lwo_k_quantize_rows_ring_*, up to
+   K = 8533 f32 or 17066 16-bit values; v = 0 and 1 take it, 2 and 3 are misaligned), with more rows
+   than its persistent grid has blocks (1500 x 3072, 3000 x 1064), the widest K it takes and the
+   first past it, per width. */
 static void test_quantize_prep(void) {
     static const lwo_dtype srcs[] = { LWO_DTYPE_BF16, LWO_DTYPE_F16, LWO_DTYPE_F32 };
     static const uint64_t shapes[][4] = { /* rows, K, block, no permutation */
         { 3, 7, 0, 0 }, { 2, 13, 4, 0 }, { 5, 328, 256, 0 }, { 4, 1000, 8, 0 }, { 3, 4097, 128, 0 }, { 64, 3072, 64, 0 },
         { 9, 12288, 128, 0 }, { 3, 16384, 256, 0 }, { 2, 20000, 32, 0 }, { 2, 60001, 16, 0 }, { 2, 70000, 0, 0 },
-        { 40, 3072, 0, 1 }, { 7, 1064, 0, 1 }, { 6, 16384, 0, 1 }, { 6, 16392, 0, 1 }, { 3, 32768, 0, 1 }, { 3, 32776, 0, 1 } };
+        { 1500, 3072, 0, 1 }, { 3000, 1064, 0, 1 }, { 7, 1064, 0, 1 }, { 3, 8528, 0, 1 }, { 3, 8536, 0, 1 },
+        { 6, 16384, 0, 1 }, { 3, 17064, 0, 1 }, { 3, 17072, 0, 1 }, { 3, 32768, 0, 1 } };
     size_t a, k;
     for (a = 0; a < 3; a++)
         for (k = 0; k < sizeof shapes / sizeof *shapes; k++) {
@@ -248,6 +251,7 @@ static void test_quantize_prep(void) {
                 fill_random(hx, st, R * K + 1, 0);
                 for (i = 0; i < K; i += 1 + K / 16) lwo_ref_store(hx, st, xoff + i, 60.0f); /* outliers in row 0 */
                 if (R > 2) memset((char *)hx + es * (xoff + K), 0, K * es);                 /* row 1 all zero */
+                if (R > 2 && K > 1 && shapes[k][3]) lwo_ref_store(hx, st, xoff + 2 * K + 1, NAN); /* a NaN in row 2: its code */
                 for (i = 0; i < K; i++) { sm[i] = (float)(0.25 + check_rand_uniform() * 2); perm[i] = (int32_t)i; }
                 for (i = K; i > 1; i--) { uint64_t j = check_rand_u64() % i; int32_t t = perm[i - 1]; perm[i - 1] = perm[j]; perm[j] = t; }
                 for (i = 0; i < K; i++) smp[i] = use_perm ? sm[perm[i]] : sm[i]; /* the kernel reads smooth by position */
