@@ -78,7 +78,7 @@ int main(void) {
     if (lwo_create(&desc, &ctx) != LWO_SUCCESS) { fprintf(stderr, "lwo_create: %s\n", lwo_last_error(ctx)); lwo_destroy(ctx); return 1; }
     lwo_device_info_get(ctx, &info);
     printf("lwo bench_gemm on %s (%s)\n%-20s %-11s %9s %8s %9s %9s %9s %9s %9s %9s %9s %8s %9s %10s\n", info.name, info.arch, "M x K x N", "path",
-           "gemm ms", "gemm TF", "64x128", "128x128", "128x256", "pingpong", "pp 2x1", "pp 2x2", "e2e ms", "e2e TF", "quant ms", "quant TB/s");
+           "gemm ms", "gemm TF", "64x128", "128x128", "128x256", "pingpong", "pp 2x1", "256 2x1", "e2e ms", "e2e TF", "quant ms", "quant TB/s");
     for (s = 0; s < 6; s++) {
         uint64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2], i;
         double flop = 2.0 * M * N * K;

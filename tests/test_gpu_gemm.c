@@ -240,7 +240,7 @@ int main(void) {
     int pass;
     static const char *const family[] = { "wgmma (tile per shape)", "mma.sync", "wgmma 64x128", "wgmma 128x128", "wgmma 128x256",
                                           "wgmma 128x128 ping-pong", "wgmma 128x128 ping-pong, 2x1 clusters",
-                                          "wgmma 128x128 ping-pong, 2x2 clusters" };
+                                          "wgmma 128x256, 2x1 clusters" };
     check_seed("test_gpu_gemm");
     /* LWO_TEST_WGMMA_ONLY: the wgmma passes only (the sanitizer runs look at the pipelined kernels);
        LWO_TEST_GEMM_PASSES: the passes to run, as digits (e.g. "45") */
