@@ -392,8 +392,50 @@ static void test_validation(void) {
     lwo_destroy(ctx);
 }
 
+/* The Hopper tile choice (lwo__gemm_wg_tile) on an H200's 132 multiprocessors. A round is one tile a
+   CTA, so the ping-pong tile in 2x1 clusters (66 at once) wins wherever its units fill the
+   multiprocessors as well as the lone tiles do; a single band of rows takes 64x128. Counting a
+   cluster's round as two tiles' time (the first version) picked the lone ping-pong tile at 4608 x
+   3072. Units are whole clusters: odd tile counts round up. lwo_desc.gemm_kernels 2..7 forces. */
+static void test_wg_tiles(void) {
+    static const struct { uint64_t M, N; const char *want; } cases[] = {
+        { 4608, 3072, "wgpp2" }, { 8192, 8192, "wgpp2" }, { 1024, 12288, "wgpp2" }, { 4608, 12288, "wgpp2" },
+        { 256, 3072, "wg64" }, { 64, 3072, "wg64" } };
+    lwo_context c;
+    size_t i;
+    memset(&c, 0, sizeof c);
+    c.info.sm_count = 132;
+    for (i = 0; i < sizeof cases / sizeof *cases; i++)
+        CHECK(strcmp(lwo__gemm_wg_tile(&c, cases[i].M, cases[i].N)->suffix, cases[i].want) == 0, "%llu x %llu: tile %s, want %s",
+              (unsigned long long)cases[i].M, (unsigned long long)cases[i].N, lwo__gemm_wg_tile(&c, cases[i].M, cases[i].N)->suffix,
+              cases[i].want);
+    CHECK_EQ_INT((int)lwo__wg_units(&lwo__wg_tiles[4], 4608, 3072), 432);   /* 36 x 24 tiles in pairs of rows */
+    CHECK_EQ_INT((int)lwo__wg_units(&lwo__wg_tiles[4], 300, 520), 10);      /* 3 row tiles: 2 pairs, the last half past M */
+    CHECK_EQ_INT((int)lwo__wg_units(&lwo__wg_tiles[5], 129, 257), 2);       /* 128 x 256: 2 row tiles, one pair; 2 column tiles */
+    for (i = 2; i < 2 + LWO__WG_TILES; i++) {
+        c.desc.gemm_kernels = (int)i;
+        CHECK(lwo__gemm_wg_tile(&c, 4608, 3072) == &lwo__wg_tiles[i - 2], "gemm_kernels %d forces tile %d", (int)i, (int)i - 2);
+    }
+    c.desc.gemm_kernels = 2 + LWO__WG_TILES;   /* past the table: chosen by shape */
+    CHECK(strcmp(lwo__gemm_wg_tile(&c, 4608, 3072)->suffix, "wgpp2") == 0, "gemm_kernels past the table");
+}
+
+/* int8 codes of the CPU reference: round to nearest even, saturate to +-127, NaN 0 (as the GPU). */
+static void test_i8_codes(void) {
+    CHECK_EQ_INT(lwo__ref_i8_sat(NAN), 0);
+    CHECK_EQ_INT(lwo__ref_i8_sat(-NAN), 0);
+    CHECK_EQ_INT(lwo__ref_i8_sat(INFINITY), 127);
+    CHECK_EQ_INT(lwo__ref_i8_sat(-INFINITY), -127);
+    CHECK_EQ_INT(lwo__ref_i8_sat(-200.0f), -127);
+    CHECK_EQ_INT(lwo__ref_i8_sat(2.5f), 2);
+    CHECK_EQ_INT(lwo__ref_i8_sat(-3.5f), -4);
+    CHECK_EQ_INT(lwo__ref_i8_sat(126.6f), 127);
+}
+
 int main(void) {
     check_seed("test_gemm");
+    test_wg_tiles();
+    test_i8_codes();
     test_ref_int8(5, 7, 33);
     test_ref_int8(17, 9, 200);
     test_ref_float(LWO_DTYPE_BF16, LWO_DTYPE_BF16, LWO_DTYPE_F32, 6, 11, 70, 0);
