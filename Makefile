@@ -79,7 +79,7 @@ venv: $(VENV)/.ok
 
 # ---- make test: everything that runs without a GPU ---------------------------------------------
 test: check-embed $(B)/hello $(B)/hello-clang $(B)/hello-cxx $(B)/diffuse $(B)/diffuse-clang $(B)/diffuse-cxx $(B)/bench_dit $(B)/test_dit_kernels $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/dump_codecs $(VENV)/.ok
-	LWO_CACHE_DIR=$(B)/cache LWO_PY=$(VPY) tests/run.sh $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/test_dit_kernels tests/check_mldtypes.sh tests/check_hello_nogpu.sh tests/check_diffuse.sh tests/check_safetensors_py.sh tests/check_fuzz_safetensors.sh
+	LWO_CACHE_DIR=$(B)/cache LWO_PY=$(VPY) tests/run.sh $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/test_dit_kernels tests/check_mldtypes.sh tests/check_hello_nogpu.sh tests/check_diffuse.sh tests/check_safetensors_py.sh tests/check_fuzz_safetensors.sh tests/check_bench_gemm_table.sh
 
 # ---- GPU machine -------------------------------------------------------------------------------
 GPU_CFLAGS := -std=c99 -O2 -g $(WARN) -Wno-overlength-strings
@@ -104,9 +104,11 @@ GPU_BINS  := $(GPU_TESTS) $(B)/hello $(B)/diffuse $(B)/bench_dit $(B)/bench $(B)
 gpu-build: $(GPU_BINS)
 test-gpu: $(GPU_BINS)
 	tests/run.sh $(GPU_TESTS)
+# The GEMM benchmark: lwo's rows, PyTorch's and Triton's in one run, then the ratios (bench_gemm_table.py).
 bench-gemm: $(B)/bench_gemm
-	$(B)/bench_gemm
-	-$(PY) tests/bench_gemm_peers.py
+	( $(B)/bench_gemm; echo $$? > $(B)/bench_gemm.rc ) | tee $(B)/bench_gemm.txt; exit $$(cat $(B)/bench_gemm.rc)
+	-$(PY) tests/bench_gemm_peers.py | tee -a $(B)/bench_gemm.txt
+	$(PY) tests/bench_gemm_table.py $(B)/bench_gemm.txt
 # The streaming benchmark: lwo's stack and PyTorch's peers in one run, then the table.
 bench-stream: $(B)/bench_stream
 	rm -f $(B)/bench_stream.txt

@@ -18,7 +18,7 @@ for step in "$@"; do
     st)     timeout 150 build/test_gpu_safetensors >"$O/st.log" 2>&1; rc=$?; grep -E "FAIL" "$O/st.log" | head -n 20; tail -n 1 "$O/st.log" ;;
     gpu)    timeout 200 build/test_gpu >"$O/gpu.log" 2>&1; rc=$?; grep -E "FAIL" "$O/gpu.log" | head -n 20; tail -n 1 "$O/gpu.log" ;;
     stream) timeout 200 build/test_gpu_stream >"$O/stream.log" 2>&1; rc=$?; grep -E "FAIL" "$O/stream.log" | head -n 20; tail -n 1 "$O/stream.log" ;;
-    bench-gemm) timeout 200 make -s bench-gemm >"$O/bench-gemm.log" 2>&1; rc=$?; tail -n 80 "$O/bench-gemm.log" ;;
+    bench-gemm) timeout 200 make -s bench-gemm >"$O/bench-gemm.log" 2>&1; rc=$?; tail -n 90 "$O/bench-gemm.log" ;;
     dit)    timeout 400 bash tests/dit_checks.sh >"$O/dit.log" 2>&1; rc=$?; tr '\r' '\n' <"$O/dit.log" | grep -v ' steps/s$' | grep -E "PASS|FAIL|passed|^\|" | tail -n 60 ;;
     race-gemm) for tool in racecheck synccheck; do LWO_TEST_QUICK=1 LWO_TEST_WGMMA_ONLY=1 LWO_TEST_GEMM_PASSES=${SAN_GEMM_PASSES:-04} timeout ${T_RACE:-110} compute-sanitizer --tool $tool --report-api-errors no build/test_gpu_gemm >"$O/$tool-gemm.log" 2>&1; rc=$?; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, " "$O/$tool-gemm.log" | tail -n 3; done ;;
     bench-stream) LWO_BENCH_QUICK=1 timeout ${T_STREAM:-330} make -s bench-stream >"$O/bench-stream.log" 2>&1; rc=$?; tail -n 30 "$O/bench-stream.log" ;;
