@@ -3,7 +3,10 @@
    "gemm" is the GEMM alone on already-prepared operands (the internal lwo__gemm), with the tile
    lwo picks; on sm_90a the GEMM is also timed with each Hopper tile forced (lwo_desc.gemm_kernels
    2 to 7), so the tile table in lwo__gemm_wg_tile can be checked against measurements. "quant" is the
-   W8A8 per-token quantizer alone, its rate counting the bf16 read and the 8-bit write.
+   W8A8 per-token quantizer alone, its rate counting the bf16 read and the 8-bit write. "no split" is
+   the GEMM alone with lwo_desc.gemm_split = -1 (its last rounds never split along K); it and the
+   default are each timed twice, in the order default, no split, (tiles), no split, default, and
+   report their faster time.
    Build: make build/bench_gemm. Peers: tests/bench_gemm_peers.py (same shapes). */
 #define LWO_IMPLEMENTATION
 #include "../lwo.h"
@@ -19,23 +22,23 @@ static lwo_result one(void) {
     if (g_gemm_only == 2) {
         const lwo_weight *w = g_w;
         uint64_t M = g_x->shape[0], qbytes = (M * w->kpad + 255) / 256 * 256;
-        lwo__CUdeviceptr ws = ctx->arena + ctx->ws_off;
+        lwo__CUdeviceptr ws = ctx->arena + ctx->ws_off + lwo__split_bytes(ctx); /* past the split area */
         return lwo__rowq_launch(ctx, ctx->compute, g_x->ptr, g_x->dtype, M, g_x->shape[1], 0, 0, 0, 0,
                                 w->format == LWO_FORMAT_FP8_E4M3_W8A8, ws, w->kpad, ws + qbytes);
     }
     {
         const lwo_weight *w = g_w;
         uint64_t M = g_x->shape[0], N = w->rows, Kp = w->kpad;
-        lwo__CUdeviceptr ws = ctx->arena + ctx->ws_off;
+        lwo__CUdeviceptr ws = ctx->arena + ctx->ws_off + lwo__split_bytes(ctx); /* past the split area */
         switch (w->format) {
         case LWO_FORMAT_BF16: case LWO_FORMAT_F16:
-            return lwo__gemm(ctx, ctx->compute, g_x->dtype, g_x->ptr, w->cols, w->cols, w->data->ptr, Kp, M, N, 0, 0, 0, 0, g_y->ptr, 2);
+            return lwo__gemm(ctx, ctx->compute, g_x->dtype, g_x->ptr, w->cols, w->cols, w->data->ptr, Kp, M, N, 0, 0, 0, 0, g_y->ptr, 2, 0);
         case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E5M2:
-            return lwo__gemm(ctx, ctx->compute, g_x->dtype, g_x->ptr, w->cols, w->cols, ws, Kp, M, N, 0, 0, 0, 0, g_y->ptr, 2);
+            return lwo__gemm(ctx, ctx->compute, g_x->dtype, g_x->ptr, w->cols, w->cols, ws, Kp, M, N, 0, 0, 0, 0, g_y->ptr, 2, 1);
         default: {
             uint64_t qbytes = (M * Kp + 255) / 256 * 256;
             return lwo__gemm(ctx, ctx->compute, w->format == LWO_FORMAT_INT8 ? LWO_DTYPE_I8 : LWO_DTYPE_F8_E4M3, ws, Kp, Kp,
-                             w->data->ptr, Kp, M, N, ws + qbytes, w->scales->ptr, 0, 0, g_y->ptr, 2);
+                             w->data->ptr, Kp, M, N, ws + qbytes, w->scales->ptr, 0, 0, g_y->ptr, 2, 1);
         }
         }
     }
@@ -77,8 +80,9 @@ int main(void) {
     desc.vram_budget = (uint64_t)16 << 30;
     if (lwo_create(&desc, &ctx) != LWO_SUCCESS) { fprintf(stderr, "lwo_create: %s\n", lwo_last_error(ctx)); lwo_destroy(ctx); return 1; }
     lwo_device_info_get(ctx, &info);
-    printf("lwo bench_gemm on %s (%s)\n%-20s %-11s %9s %8s %9s %9s %9s %9s %9s %9s %9s %8s %9s %10s\n", info.name, info.arch, "M x K x N", "path",
-           "gemm ms", "gemm TF", "64x128", "128x128", "128x256", "pingpong", "pp 2x1", "256 2x1", "e2e ms", "e2e TF", "quant ms", "quant TB/s");
+    printf("lwo bench_gemm on %s (%s)\n%-20s %-11s %9s %8s %9s %9s %9s %9s %9s %9s %9s %8s %9s %10s %9s\n", info.name, info.arch, "M x K x N", "path",
+           "gemm ms", "gemm TF", "64x128", "128x128", "128x256", "pingpong", "pp 2x1", "256 2x1", "e2e ms", "e2e TF", "quant ms", "quant TB/s",
+           "no split");
     for (s = 0; s < 6; s++) {
         uint64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2], i;
         double flop = 2.0 * M * N * K;
@@ -97,7 +101,7 @@ int main(void) {
         for (f = 0; f < 4; f++) {
             lwo_weight_desc d;
             lwo_weight *w;
-            double tg, te, tq = 0, tt[6] = { 0, 0, 0, 0, 0, 0 };
+            double tg, tn, te, tq = 0, tt[6] = { 0, 0, 0, 0, 0, 0 };
             int t;
             const char *c;
             if (fmts[f] == LWO_FORMAT_FP8_E4M3_W8A8 && info.cc_major * 10 + info.cc_minor < 89) continue;
@@ -107,6 +111,7 @@ int main(void) {
             g_x = x; g_w = w; g_y = y;
             g_gemm_only = 0; te = time_ms();   /* first: it also sizes the workspace the GEMM-only run reads */
             g_gemm_only = 1; tg = time_ms();
+            ctx->desc.gemm_split = -1; tn = time_ms(); ctx->desc.gemm_split = 0;
             if (strcmp(info.arch, "sm_90a") == 0)
                 for (c = tiles; *c; c++) {
                     double ms;
@@ -115,11 +120,17 @@ int main(void) {
                     ctx->desc.gemm_kernels = 2 + t; ms = time_ms(); ctx->desc.gemm_kernels = 0;
                     if (tt[t] == 0 || ms < tt[t]) tt[t] = ms;
                 }
+            {
+                double t2;
+                ctx->desc.gemm_split = -1; t2 = time_ms(); ctx->desc.gemm_split = 0;
+                if (t2 < tn) tn = t2;
+                if ((t2 = time_ms()) < tg) tg = t2;
+            }
             if (fmts[f] == LWO_FORMAT_INT8 || fmts[f] == LWO_FORMAT_FP8_E4M3_W8A8) { g_gemm_only = 2; tq = time_ms(); }
-            printf("%5llux%5llux%5llu  %-11s %9.3f %8.1f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.1f %9.4f %10.2f\n", (unsigned long long)M, (unsigned long long)K,
+            printf("%5llux%5llux%5llu  %-11s %9.3f %8.1f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.1f %9.4f %10.2f %9.3f\n", (unsigned long long)M, (unsigned long long)K,
                    (unsigned long long)N, fmts[f] == LWO_FORMAT_BF16 ? "bf16" : fmts[f] == LWO_FORMAT_FP8_E4M3 ? "fp8 upcast" :
                    fmts[f] == LWO_FORMAT_INT8 ? "int8 w8a8" : "fp8 w8a8", tg, flop / tg * 1e-9, tt[0], tt[1], tt[2], tt[3], tt[4], tt[5], te, flop / te * 1e-9,
-                   tq, tq > 0 ? (double)M * K * 3 / tq * 1e-9 : 0.0);   /* bf16 read, 8-bit written */
+                   tq, tq > 0 ? (double)M * K * 3 / tq * 1e-9 : 0.0, tn);   /* bf16 read, 8-bit written */
             fflush(stdout);
             lwo_weight_destroy(ctx, w);
         }

@@ -405,19 +405,64 @@ static void test_wg_tiles(void) {
     size_t i;
     memset(&c, 0, sizeof c);
     c.info.sm_count = 132;
-    for (i = 0; i < sizeof cases / sizeof *cases; i++)
-        CHECK(strcmp(lwo__gemm_wg_tile(&c, cases[i].M, cases[i].N)->suffix, cases[i].want) == 0, "%llu x %llu: tile %s, want %s",
-              (unsigned long long)cases[i].M, (unsigned long long)cases[i].N, lwo__gemm_wg_tile(&c, cases[i].M, cases[i].N)->suffix,
-              cases[i].want);
+    for (i = 0; i < 2 * sizeof cases / sizeof *cases; i++) {   /* without, then with the split tail */
+        const size_t j = i % (sizeof cases / sizeof *cases);
+        const int split = i >= sizeof cases / sizeof *cases;
+        const char *got = lwo__gemm_wg_tile(&c, cases[j].M, cases[j].N, 3072, split)->suffix;
+        CHECK(strcmp(got, cases[j].want) == 0, "%llu x %llu, split %d: tile %s, want %s", (unsigned long long)cases[j].M,
+              (unsigned long long)cases[j].N, split, got, cases[j].want);
+    }
     CHECK_EQ_INT((int)lwo__wg_units(&lwo__wg_tiles[4], 4608, 3072), 432);   /* 36 x 24 tiles in pairs of rows */
     CHECK_EQ_INT((int)lwo__wg_units(&lwo__wg_tiles[4], 300, 520), 10);      /* 3 row tiles: 2 pairs, the last half past M */
     CHECK_EQ_INT((int)lwo__wg_units(&lwo__wg_tiles[5], 129, 257), 2);       /* 128 x 256: 2 row tiles, one pair; 2 column tiles */
     for (i = 2; i < 2 + LWO__WG_TILES; i++) {
         c.desc.gemm_kernels = (int)i;
-        CHECK(lwo__gemm_wg_tile(&c, 4608, 3072) == &lwo__wg_tiles[i - 2], "gemm_kernels %d forces tile %d", (int)i, (int)i - 2);
+        CHECK(lwo__gemm_wg_tile(&c, 4608, 3072, 3072, 1) == &lwo__wg_tiles[i - 2], "gemm_kernels %d forces tile %d", (int)i, (int)i - 2);
     }
     c.desc.gemm_kernels = 2 + LWO__WG_TILES;   /* past the table: chosen by shape */
-    CHECK(strcmp(lwo__gemm_wg_tile(&c, 4608, 3072)->suffix, "wgpp2") == 0, "gemm_kernels past the table");
+    CHECK(strcmp(lwo__gemm_wg_tile(&c, 4608, 3072, 3072, 0)->suffix, "wgpp2") == 0, "gemm_kernels past the table");
+}
+
+/* The split tail's extent (lwo__wg_rounds): the last two rounds' units, P to 2P - 1 of them (the
+   kernel's counters and the runs' lengths count on both bounds), only where it saves time. */
+static void test_wg_split(void) {
+    const lwo__wg_tile *pp2 = &lwo__wg_tiles[4], *wide = &lwo__wg_tiles[2];
+    lwo_context c;
+    uint64_t first;
+    double r;
+    memset(&c, 0, sizeof c);
+    c.info.sm_count = 132;
+    r = lwo__wg_rounds(&c, pp2, 432, 66, 24, 1, &first);   /* 4608 x 3072: 6.55 rounds */
+    CHECK_EQ_INT((int)first, 5 * 66);
+    CHECK(r > 432.0 / 66 && r < 6.8, "rounds %.3f", r);
+    CHECK_EQ_INT((int)lwo__wg_rounds(&c, pp2, 432, 66, 24, 0, &first), 7);   /* the caller may not split */
+    CHECK_EQ_INT((int)first, 432);
+    lwo__wg_rounds(&c, pp2, 2048, 66, 64, 1, &first);   /* 8192^3: 31.03 rounds, the tail 68 units */
+    CHECK_EQ_INT((int)first, 30 * 66);
+    CHECK_EQ_INT((int)lwo__wg_rounds(&c, pp2, 396, 66, 24, 1, &first), 6);   /* whole rounds */
+    CHECK_EQ_INT((int)first, 396);
+    lwo__wg_rounds(&c, pp2, 60, 66, 24, 1, &first);   /* one round, part empty: nothing to gain */
+    CHECK_EQ_INT((int)first, 60);
+    lwo__wg_rounds(&c, pp2, 455, 66, 24, 1, &first);   /* 6.89 rounds: splitting would cost more */
+    CHECK_EQ_INT((int)first, 455);
+    lwo__wg_rounds(&c, pp2, 432, 66, 1, 1, &first);   /* one slice of K: nothing to share */
+    CHECK_EQ_INT((int)first, 432);
+    lwo__wg_rounds(&c, wide, 432, 132, 24, 1, &first);   /* 128 x 256: larger than the slots */
+    CHECK_EQ_INT((int)first, 432);
+    c.desc.gemm_split = -1;
+    lwo__wg_rounds(&c, pp2, 432, 66, 24, 1, &first);
+    CHECK_EQ_INT((int)first, 432);
+    c.desc.gemm_split = 7;   /* always, on at most 7 CTAs: 3 clusters of 2, 7 single CTAs */
+    CHECK_EQ_INT((int)lwo__wg_slots(&c, pp2), 3);
+    CHECK_EQ_INT((int)lwo__wg_slots(&c, &lwo__wg_tiles[3]), 7);
+    lwo__wg_rounds(&c, pp2, 455, 66, 24, 1, &first);
+    CHECK_EQ_INT((int)first, 5 * 66);
+    lwo__wg_rounds(&c, pp2, 10, 3, 2, 1, &first);
+    CHECK_EQ_INT((int)first, 6);
+    c.desc.gemm_split = 1;
+    CHECK_EQ_INT((int)lwo__wg_slots(&c, pp2), 1);
+    c.desc.gemm_split = 0;
+    CHECK_EQ_INT((int)lwo__wg_slots(&c, pp2), 66);
 }
 
 /* int8 codes of the CPU reference: round to nearest even, saturate to +-127, NaN 0 (as the GPU). */
@@ -435,6 +480,7 @@ static void test_i8_codes(void) {
 int main(void) {
     check_seed("test_gemm");
     test_wg_tiles();
+    test_wg_split();
     test_i8_codes();
     test_ref_int8(5, 7, 33);
     test_ref_int8(17, 9, 200);

@@ -233,29 +233,44 @@ static void run_tile_suite(void) {
 
 /* Each kernel family lwo has for the device: on sm_90a the wgmma kernels (the default, its tile
    chosen per shape), the mma.sync ones (lwo_desc.gemm_kernels = 1), then each wgmma tile forced
-   (2 to 7); elsewhere only the default, which is mma.sync. */
+   (passes 2 to 7), then the tiles that split their last rounds along K forced to split on a grid of
+   a few CTAs (lwo_desc.gemm_split), so that small shapes have units cut in two and in three, and
+   CTAs that add one helper's sums or two (passes 8 to b); elsewhere only the default, which is
+   mma.sync. */
 int main(void) {
     lwo_desc desc;
     lwo_device_info info;
     int pass;
-    static const char *const family[] = { "wgmma (tile per shape)", "mma.sync", "wgmma 64x128", "wgmma 128x128", "wgmma 128x256",
-                                          "wgmma 128x128 ping-pong", "wgmma 128x128 ping-pong, 2x1 clusters",
-                                          "wgmma 128x256, 2x1 clusters" };
+    static const struct { int kernels, split; const char *name; } passes[] = {
+        { 0, 0, "wgmma (tile per shape)" }, { 1, 0, "mma.sync" }, { 2, 0, "wgmma 64x128" }, { 3, 0, "wgmma 128x128" },
+        { 4, 0, "wgmma 128x256" }, { 5, 0, "wgmma 128x128 ping-pong" }, { 6, 0, "wgmma 128x128 ping-pong, 2x1 clusters" },
+        { 7, 0, "wgmma 128x256, 2x1 clusters" }, { 5, 7, "wgmma 128x128 ping-pong, split on 7 CTAs" },
+        { 6, 10, "wgmma 128x128 ping-pong, 2x1 clusters, split on 10 CTAs" }, { 3, 5, "wgmma 128x128, split on 5 CTAs" },
+        { 2, 3, "wgmma 64x128, split on 3 CTAs" } };
+    static const char digits[] = "0123456789ab";
     check_seed("test_gpu_gemm");
     /* LWO_TEST_WGMMA_ONLY: the wgmma passes only (the sanitizer runs look at the pipelined kernels);
-       LWO_TEST_GEMM_PASSES: the passes to run, as digits (e.g. "45") */
+       LWO_TEST_GEMM_PASSES: the passes to run, as digits (e.g. "45", "89ab") */
     const char *only = getenv("LWO_TEST_GEMM_PASSES");
-    for (pass = 0; pass < 8; pass++) {
+    for (pass = 0; pass < (int)(sizeof passes / sizeof *passes); pass++) {
+        lwo_stats st;
         if (pass == 1 && getenv("LWO_TEST_WGMMA_ONLY")) continue;
-        if (only && !strchr(only, '0' + pass)) continue;
+        if (only && !strchr(only, digits[pass])) continue;
         memset(&desc, 0, sizeof desc);
         desc.vram_budget = (uint64_t)8 << 30;
-        desc.gemm_kernels = pass;
+        desc.gemm_kernels = passes[pass].kernels;
+        desc.gemm_split = passes[pass].split;
         if (lwo_create(&desc, &ctx) != LWO_SUCCESS) { printf("lwo_create: %s\n", lwo_last_error(ctx)); CHECK(0, "no context"); lwo_destroy(ctx); return CHECK_SUMMARY(); }
         lwo_device_info_get(ctx, &info);
         if (pass >= 1 && strcmp(info.arch, "sm_90a") != 0) { lwo_destroy(ctx); break; }
-        printf("%s (%s), %s GEMMs\n", info.name, info.arch, strcmp(info.arch, "sm_90a") == 0 ? family[pass] : "mma.sync");
+        printf("%s (%s), %s GEMMs\n", info.name, info.arch, strcmp(info.arch, "sm_90a") == 0 ? passes[pass].name : "mma.sync");
         if (pass < 2) run_suite(&info); else run_tile_suite();
+        memset(&st, 0, sizeof st);
+        CHECK(lwo_stats_get(ctx, &st) == LWO_SUCCESS, "lwo_stats_get: %s", lwo_last_error(ctx));
+        /* the default splits the benchmark's 4608 x 3072 x 3072 (6.55 rounds); a forced split, every shape past its grid */
+        if (passes[pass].split || (pass == 0 && !getenv("LWO_TEST_QUICK")))
+            CHECK(st.gemm_splits > 0, "%s: no GEMM split its last rounds", passes[pass].name);
+        printf("  %llu GEMM launches split their last rounds\n", (unsigned long long)st.gemm_splits);
         lwo_destroy(ctx);
     }
     return CHECK_SUMMARY();
