@@ -22,14 +22,14 @@ static lwo_result one(void) {
     if (g_gemm_only == 2) {
         const lwo_weight *w = g_w;
         uint64_t M = g_x->shape[0], qbytes = (M * w->kpad + 255) / 256 * 256;
-        lwo__CUdeviceptr ws = ctx->arena + ctx->ws_off + lwo__split_bytes(ctx); /* past the split area */
+        lwo__CUdeviceptr ws = ctx->arena + ctx->ws_off;
         return lwo__rowq_launch(ctx, ctx->compute, g_x->ptr, g_x->dtype, M, g_x->shape[1], 0, 0, 0, 0,
                                 w->format == LWO_FORMAT_FP8_E4M3_W8A8, ws, w->kpad, ws + qbytes);
     }
     {
         const lwo_weight *w = g_w;
         uint64_t M = g_x->shape[0], N = w->rows, Kp = w->kpad;
-        lwo__CUdeviceptr ws = ctx->arena + ctx->ws_off + lwo__split_bytes(ctx); /* past the split area */
+        lwo__CUdeviceptr ws = ctx->arena + ctx->ws_off;
         switch (w->format) {
         case LWO_FORMAT_BF16: case LWO_FORMAT_F16:
             return lwo__gemm(ctx, ctx->compute, g_x->dtype, g_x->ptr, w->cols, w->cols, w->data->ptr, Kp, M, N, 0, 0, 0, 0, g_y->ptr, 2, 0);

@@ -424,7 +424,8 @@ static void test_wg_tiles(void) {
 }
 
 /* The split tail's extent (lwo__wg_rounds): the last two rounds' units, P to 2P - 1 of them (the
-   kernel's counters and the runs' lengths count on both bounds), only where it saves time. */
+   kernel's counters and the runs' lengths count on both bounds), by default only where it saves
+   time and the grid runs at least LWO__SPLIT_MIN_ROUNDS whole rounds. */
 static void test_wg_split(void) {
     const lwo__wg_tile *pp2 = &lwo__wg_tiles[4], *wide = &lwo__wg_tiles[2];
     lwo_context c;
@@ -432,30 +433,36 @@ static void test_wg_split(void) {
     double r;
     memset(&c, 0, sizeof c);
     c.info.sm_count = 132;
-    r = lwo__wg_rounds(&c, pp2, 432, 66, 24, 1, &first);   /* 4608 x 3072: 6.55 rounds */
-    CHECK_EQ_INT((int)first, 5 * 66);
-    CHECK(r > 432.0 / 66 && r < 6.8, "rounds %.3f", r);
-    CHECK_EQ_INT((int)lwo__wg_rounds(&c, pp2, 432, 66, 24, 0, &first), 7);   /* the caller may not split */
-    CHECK_EQ_INT((int)first, 432);
-    lwo__wg_rounds(&c, pp2, 2048, 66, 64, 1, &first);   /* 8192^3: 31.03 rounds, the tail 68 units */
+    r = lwo__wg_rounds(&c, pp2, 2048, 66, 64, 1, &first);   /* 8192^3: 31.03 rounds, the tail 68 units */
     CHECK_EQ_INT((int)first, 30 * 66);
-    CHECK_EQ_INT((int)lwo__wg_rounds(&c, pp2, 396, 66, 24, 1, &first), 6);   /* whole rounds */
-    CHECK_EQ_INT((int)first, 396);
+    CHECK(r > 2048.0 / 66 && r < 31.5, "rounds %.3f", r);
+    CHECK_EQ_INT((int)lwo__wg_rounds(&c, pp2, 2048, 66, 64, 0, &first), 32);   /* the caller may not split */
+    CHECK_EQ_INT((int)first, 2048);
+    CHECK_EQ_INT((int)lwo__wg_rounds(&c, pp2, 432, 66, 24, 1, &first), 7);   /* 4608 x 3072: 6.55 rounds, too few */
+    CHECK_EQ_INT((int)first, 432);
+    lwo__wg_rounds(&c, pp2, 16 * 66 + 30, 66, 24, 1, &first);   /* 16.45 rounds: the first that splits */
+    CHECK_EQ_INT((int)first, 15 * 66);
+    lwo__wg_rounds(&c, pp2, 15 * 66 + 30, 66, 24, 1, &first);
+    CHECK_EQ_INT((int)first, 15 * 66 + 30);
+    CHECK_EQ_INT((int)lwo__wg_rounds(&c, pp2, 20 * 66, 66, 24, 1, &first), 20);   /* whole rounds */
+    CHECK_EQ_INT((int)first, 20 * 66);
     lwo__wg_rounds(&c, pp2, 60, 66, 24, 1, &first);   /* one round, part empty: nothing to gain */
     CHECK_EQ_INT((int)first, 60);
-    lwo__wg_rounds(&c, pp2, 455, 66, 24, 1, &first);   /* 6.89 rounds: splitting would cost more */
-    CHECK_EQ_INT((int)first, 455);
-    lwo__wg_rounds(&c, pp2, 432, 66, 1, 1, &first);   /* one slice of K: nothing to share */
-    CHECK_EQ_INT((int)first, 432);
-    lwo__wg_rounds(&c, wide, 432, 132, 24, 1, &first);   /* 128 x 256: larger than the slots */
-    CHECK_EQ_INT((int)first, 432);
+    lwo__wg_rounds(&c, pp2, 20 * 66 + 59, 66, 24, 1, &first);   /* 20.89 rounds: splitting would cost more */
+    CHECK_EQ_INT((int)first, 20 * 66 + 59);
+    lwo__wg_rounds(&c, pp2, 2048, 66, 1, 1, &first);   /* one slice of K: nothing to share */
+    CHECK_EQ_INT((int)first, 2048);
+    lwo__wg_rounds(&c, wide, 4096, 132, 24, 1, &first);   /* 128 x 256: larger than the slots */
+    CHECK_EQ_INT((int)first, 4096);
     c.desc.gemm_split = -1;
-    lwo__wg_rounds(&c, pp2, 432, 66, 24, 1, &first);
-    CHECK_EQ_INT((int)first, 432);
+    lwo__wg_rounds(&c, pp2, 2048, 66, 64, 1, &first);
+    CHECK_EQ_INT((int)first, 2048);
     c.desc.gemm_split = 7;   /* always, on at most 7 CTAs: 3 clusters of 2, 7 single CTAs */
     CHECK_EQ_INT((int)lwo__wg_slots(&c, pp2), 3);
     CHECK_EQ_INT((int)lwo__wg_slots(&c, &lwo__wg_tiles[3]), 7);
     lwo__wg_rounds(&c, pp2, 455, 66, 24, 1, &first);
+    CHECK_EQ_INT((int)first, 5 * 66);
+    lwo__wg_rounds(&c, pp2, 432, 66, 24, 1, &first);
     CHECK_EQ_INT((int)first, 5 * 66);
     lwo__wg_rounds(&c, pp2, 10, 3, 2, 1, &first);
     CHECK_EQ_INT((int)first, 6);
