@@ -8,6 +8,7 @@ each checked against torch._int_mm before it is timed. Without Triton those two 
 Run beside build/bench_gemm in one GPU call (make bench-gemm) and compare the TF columns."""
 import os
 import statistics
+import time
 import sys
 
 try:
@@ -21,6 +22,7 @@ SHAPES = [(4608, 3072, 3072), (4608, 3072, 12288), (4608, 12288, 3072), (8192, 8
 
 
 def bench(fn):
+    time.sleep(0.03)  # the card idle first, as bench_gemm.c does before each of its figures
     for _ in range(3):
         fn()
     ts = []
