@@ -164,9 +164,10 @@ typedef struct lwo_desc {
     int gemm_split;            /* sm_90a, W8A8 and upcast lwo_linear: when a GEMM's tiles leave its
                                   last round of CTAs part empty, the last two rounds' tiles are shared
                                   out along K instead (partial sums added by the CTA that writes the
-                                  tile). 0 = where the tile choice estimates it faster; -1 = never;
-                                  n > 0 = always, on a grid of at most n CTAs (tests: splits at
-                                  small shapes). */
+                                  tile). 0 = at 16 or more whole rounds, where the estimate says it
+                                  is faster (it measured slower at fewer); -1 = never; n > 0 =
+                                  always, on a grid of at most n CTAs (tests: splits at small
+                                  shapes). */
     int graph_cache;           /* CUDA graphs per W8A8 weight (LWO_FORMAT_INT8, FP8_E4M3_W8A8) that
                                   lwo_linear keeps, one per (M, x, y and bias dtypes), least recently
                                   used evicted: its quantize + GEMM pair is captured once and replayed
@@ -418,10 +419,11 @@ LWO_API lwo_result lwo_weight_release(lwo_context *ctx, lwo_stream *stream, cons
    (if any), else an f32/f16/bf16 device tensor of N elements that overrides it.
    W8A8 formats quantize x per token into a workspace; the fp8 upcast formats upcast W into one.
    The workspace is grow-only, kept by the context and counted in the arena: calls of lwo_linear
-   that use it share it, so order those on different streams (events) or they race; on sm_90a its
-   GEMMs also keep partial sums there (lwo_desc.gemm_split). A bf16 or f16 weight with x 16-byte
-   aligned and K a multiple of 8 uses none. Growing synchronizes the device. Paths: sm_90a wgmma + tensor copy engine, other sm_80+ tensor cores (mma.sync), sm_75 a
-   plain FMA kernel (correctness only).
+   that use it share it, so order those on different streams (events) or they race; on sm_90a
+   their GEMMs also share the split area of lwo_desc.gemm_split (8.4 MiB on an H200, made by the
+   first GEMM that splits). A bf16 or f16 weight with x 16-byte aligned and K a multiple of 8 uses
+   neither. Growing synchronizes the device. Paths: sm_90a wgmma + tensor copy engine, other
+   sm_80+ tensor cores (mma.sync), sm_75 a plain FMA kernel (correctness only).
    W8A8 weights that are not streamed keep a CUDA graph of their quantize + GEMM pair per (M, x, y
    and bias dtypes) (lwo_desc.graph_cache): the first call at a key runs plainly, then captures and
    launches it; later ones point its kernels at the new x, y, bias and workspace and launch it. Not
