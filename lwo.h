@@ -1631,14 +1631,19 @@ static lwo_result lwo__launch_fn(lwo_context *ctx, lwo__CUstream s, lwo__CUfunct
 
 /* The embedded source compiled with extra options into one more module of lwo's own. */
 static const char *const lwo__gemm_variants[4] = { "bf16", "f16", "s8", "e4m3" };
+/* The variant's index in lwo__gemm_variants (and ctx->gemm_modules and its per-module caches); 4 if none. */
+static int lwo__gemm_variant_index(const char *variant) {
+    int v = 0;
+    while (v < 4 && strcmp(variant, lwo__gemm_variants[v]) != 0) v++;
+    return v;
+}
 static lwo_result lwo__gemm_module(lwo_context *ctx, const char *variant, lwo_module **out) {
     char def[64];
     const char *opts[3];
     const char *parts[sizeof lwo__kernel_source_parts / sizeof *lwo__kernel_source_parts];
     size_t i;
     int v;
-    for (v = 0; v < 4; v++) if (strcmp(variant, lwo__gemm_variants[v]) == 0) break;
-    if (v == 4) return lwo__fail(ctx, LWO_ERROR_NOT_FOUND, "no GEMM variant '%s'", variant);
+    if ((v = lwo__gemm_variant_index(variant)) == 4) return lwo__fail(ctx, LWO_ERROR_NOT_FOUND, "no GEMM variant '%s'", variant);
     if (!ctx->gemm_modules[v]) {
         double t0 = lwo__now_ms();
         lwo_result r;
@@ -3244,9 +3249,10 @@ static uint64_t lwo__wg_slots(const lwo_context *ctx, const lwo__wg_tile *t) {
    that may (`split`: lwo__gemm_wg), a tile of at most 128 x 128 (its slot in the split area) and
    at least two slices of K.
    Measured (H200, ping-pong 2x1 clusters, the default then forced off, timed in the order
-   on, off, off, on): at 8192^3 (31.03 rounds) splitting took int8 0.742 against 0.826 ms and fp8
-   0.770 against 0.873; at the 4608-row shapes (6.55 rounds) it was 2-3% slower (0.074 against
-   0.072 ms at 4608 x 3072 x 3072 int8), at 1024 x 3072 x 12288 (5.8 rounds) 5% slower. A trace
+   on, off, off, on, the card idle before each figure): at 8192^3 (31.03 rounds) splitting took
+   int8 0.729 against 0.731-0.737 ms and fp8 0.776-0.777 against 0.785-0.788, at 4608 x 3072 x 12288
+   (26.2 rounds) within 1% either way; at the 4608-row shapes (6.55 rounds) it was 2-3% slower (0.074
+   against 0.072 ms at 4608 x 3072 x 3072 int8), at 1024 x 3072 x 12288 (5.8 rounds) 5% slower. A trace
    of every CTA's items at 4608 x 3072 x 3072 (one run, before the epilogue went through the copy
    engine) showed why: the split tail's K slices took 0.50 us each against 0.38-0.42 in whole
    units, the short items leaving the other warpgroup's epilogue exposed, so the tail ended later
@@ -3311,7 +3317,7 @@ static lwo_result lwo__gemm_wg(lwo_context *ctx, lwo__CUstream cs, lwo_dtype op,
     uint64_t units = lwo__wg_units(tl, M, N), ktiles = (akb + tl->bk - 1) / tl->bk, slots = lwo__wg_slots(ctx, tl), sk_first;
     lwo__CUdeviceptr area = 0;
     unsigned grid;
-    int v = 0;
+    const int v = lwo__gemm_variant_index(variant);   /* the module's index, for the per-tile caches */
     char name[64];
     lwo_module *gm = NULL;
     lwo__CUfunction fn;
@@ -3325,7 +3331,6 @@ static lwo_result lwo__gemm_wg(lwo_context *ctx, lwo__CUstream cs, lwo_dtype op,
     if (!ytma) memset(tmY, 0, 128);
     snprintf(name, sizeof name, "lwo_k_gemm_%s_%s", variant, tl->suffix);
     if ((r = lwo__gemm_module(ctx, variant, &gm)) != 0) return r;
-    while (v < 3 && ctx->gemm_modules[v] != gm) v++;   /* the module's index, for the per-tile caches */
     if ((r = lwo__module_function(ctx, gm, name, &fn)) != 0) return r;
     if (ctx->info.max_smem_per_block < 0 || smem < head + 3u * stage)
         return lwo__fail(ctx, LWO_ERROR_UNSUPPORTED, "lwo_linear: the Hopper GEMM needs %u bytes of shared memory; the device gives %d",
