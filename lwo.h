@@ -406,6 +406,11 @@ typedef struct lwo_weight_info {
 LWO_API lwo_result lwo_weight_create(lwo_context *ctx, const lwo_weight_desc *desc, lwo_weight **out);
 LWO_API void lwo_weight_destroy(lwo_context *ctx, lwo_weight *w);
 LWO_API lwo_result lwo_weight_get_info(lwo_context *ctx, const lwo_weight *w, lwo_weight_info *out);
+/* The VRAM a weight made from `desc` takes, resident or in a staging slot: its stored data (rows x
+   kpad), scales, bias, smooth and perm, each rounded as the arena rounds (smooth and perm stay
+   resident when the weight streams). Needs no context: what a caller sizes its budget with before
+   lwo_create. 0 for a desc lwo_weight_create would reject for its shape or format. */
+LWO_API uint64_t lwo_weight_device_bytes(const lwo_weight_desc *desc);
 /* For your own ops on a streamable weight: acquire makes the weight readable by kernels enqueued
    next on `stream` (waiting on the GPU for its transfer, never on the host) and fills `out` with
    device tensors valid until release; release records that the work enqueued so far on `stream`
@@ -418,11 +423,16 @@ LWO_API lwo_result lwo_weight_release(lwo_context *ctx, lwo_stream *stream, cons
    x: bf16 or f16 (2-D, row-major). y: f32, f16 or bf16 [M, N]. bias: NULL = the weight's own bias
    (if any), else an f32/f16/bf16 device tensor of N elements that overrides it.
    W8A8 formats quantize x per token into a workspace; the fp8 upcast formats upcast W into one.
-   The workspace is grow-only, kept by the context and counted in the arena: calls of lwo_linear
-   that use it share it, so order those on different streams (events) or they race; on sm_90a
-   their GEMMs also share the split area of lwo_desc.gemm_split (8.4 MiB on an H200, made by the
-   first GEMM that splits). A bf16 or f16 weight with x 16-byte aligned and K a multiple of 8 uses
-   neither. Growing synchronizes the device. Paths: sm_90a wgmma + tensor copy engine, other
+   The workspace is kept by the context and counted in the arena: calls of lwo_linear that use it
+   share it, so order those on different streams (events) or they race; on sm_90a their GEMMs also
+   share the split area of lwo_desc.gemm_split (8.4 MiB on an H200). A bf16 or f16 weight with x
+   16-byte aligned and K a multiple of 8 uses neither. Before any lwo_streaming_plan the workspace
+   grows to what a call needs (growing synchronizes the device) and the split area is made by the
+   first GEMM that splits, where the arena has room. lwo_streaming_plan reserves both for the shapes
+   it is told (lwo_streaming_desc.max_rows) and from then on nothing grows: a call with more rows
+   than the workspace holds runs in row chunks that fit (lwo_stats.linear_chunked), and a GEMM with
+   no split area runs unsplit, so no call on a planned weight fails for lack of VRAM.
+   Paths: sm_90a wgmma + tensor copy engine, other
    sm_80+ tensor cores (mma.sync), sm_75 a plain FMA kernel (correctness only).
    W8A8 weights that are not streamed keep a CUDA graph of their quantize + GEMM pair per (M, x, y
    and bias dtypes) (lwo_desc.graph_cache): the first call at a key runs plainly, then captures and
@@ -432,6 +442,13 @@ LWO_API lwo_result lwo_weight_release(lwo_context *ctx, lwo_stream *stream, cons
    lwo_stats.linear_graph_fallbacks). */
 LWO_API lwo_result lwo_linear(lwo_context *ctx, lwo_stream *stream, const lwo_tensor *x, const lwo_weight *w,
                               const lwo_tensor *bias, lwo_tensor *y);
+/* The VRAM lwo_streaming_plan reserves for lwo_linear on weights made from descs[0..count), x of up
+   to max_rows rows (16-byte aligned), on this context's device: the workspace the largest call
+   needs (W8A8: the quantized rows and their scales; fp8 upcast: the upcast weight; x padded to kpad
+   when cols % 8 != 0), plus on sm_90a the GEMMs' split area when some call of those shapes would
+   share its last rounds out along K (lwo_desc.gemm_split). Both are shared by every call, so this is
+   the largest need, not a sum. max_rows 0: the least a call needs (64 rows at a time). */
+LWO_API uint64_t lwo_linear_workspace_bytes(lwo_context *ctx, const lwo_weight_desc *descs, size_t count, uint64_t max_rows);
 
 /* CPU reference of every lwo_linear path from its operands as the GEMM sees them (x after
    quantization, W as stored or upcast): y[m,n] = epi(acc), acc = sum_k x[m,k] * w[n,k] with
@@ -737,6 +754,12 @@ typedef struct lwo_stats {
     double plan_predicted_graph_ms;      /* replay of the pass; 0 when not timed */
     uint64_t gemm_splits;                /* GEMM launches whose last rounds were split along K
                                             (lwo_desc.gemm_split) */
+    uint64_t linear_chunked;             /* lwo_linear calls that ran x in row chunks: more rows than
+                                            the workspace holds (lwo_streaming_desc.max_rows) */
+    uint64_t plan_min_budget;            /* the smallest lwo_desc.vram_budget the last lwo_streaming_plan
+                                            would have succeeded with (set whether it did or not) */
+    uint64_t plan_workspace_bytes;       /* what the last plan reserved for lwo_linear's workspace */
+    uint64_t plan_split_bytes;           /* and for the GEMMs' split area (0: none) */
 } lwo_stats;
 LWO_API lwo_result lwo_stats_get(lwo_context *ctx, lwo_stats *out);
 
@@ -750,6 +773,7 @@ typedef struct lwo_plan_desc {
     uint64_t budget;              /* arena bytes available to weights and the ring */
     uint64_t workspace;           /* bytes to keep free for activations and scratch */
     int max_slots;                /* most staging slots in the ring; 0 = 4 */
+    const uint8_t *must_stream;   /* optional, count flags: 1 = this weight never stays resident */
     /* Optional, for a plan timed against the pass (the engine fills these in after a pass it
        timed): with use_ms and h2d_GBps set, candidate plans (ring sizes, which weights stream) are
        played through a model of the ring and the fastest wins, instead of the fewest bytes. */
@@ -775,20 +799,51 @@ typedef struct lwo_plan {
     double predicted_graph_ms;    /* and a graph's replay of the pass (it starts from an empty ring) */
 } lwo_plan;
 
-/* On LWO_ERROR_OUT_OF_BUDGET, err names the weight that cannot fit and the bytes missing. */
+/* On LWO_ERROR_OUT_OF_BUDGET, err names the weight that cannot fit and the bytes missing: the plan
+   needs at least the largest streamable weight (one slot) beside the workspace. */
 LWO_API lwo_result lwo_plan_make(const lwo_plan_desc *desc, lwo_plan *out, char *err, size_t err_size);
 LWO_API void lwo_plan_free(lwo_plan *plan);
 
-/* Streaming. Weights that do not stay resident travel through a staging ring on offload streams, in the order the passes use them. Bracket each forward pass with lwo_pass_begin/end: the
-   first pass teaches the order (or declare it); later passes prefetch ahead along it. A pass may
-   deviate from the order: it stays correct, only slower, and lwo_stats.order_deviations counts it.
-   lwo_streaming_plan places every weight created so far: resident where the budget allows. Called
-   again after passes in the learned order, it is timed against them (each use's compute time in
-   the last pass, and the streamed copies' rate): run two passes first, since the first loads the
-   GEMM modules and its timings are the host's, not the GPU's. */
-LWO_API lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes);
+/* Streaming. Weights that do not stay resident travel through a staging ring on offload streams,
+   in the order the passes use them. Bracket each forward pass with lwo_pass_begin/end: the first
+   pass teaches the order; later passes prefetch ahead along it. A pass may deviate from the order:
+   it stays correct, only slower, and lwo_stats.order_deviations counts it.
+
+   lwo_streaming_plan places every weight created so far: resident where the budget allows, the rest
+   streamed through a ring of staging slots. A plan is a promise: once it succeeds, every
+   lwo_linear, lwo_weight_acquire and lwo_weight_release on the planned weights fits in what it
+   reserved, in this order of the arena: lwo_linear's workspace for x of up to desc.max_rows rows
+   (lwo_linear_workspace_bytes: the quantized activations, the upcast weight, x padded), the GEMMs'
+   split area where a GEMM of those shapes would split (sm_90a), the ring, and the resident weights;
+   besides them it leaves desc.free_bytes of the budget free for the caller's own tensors made after
+   the plan. lwo_linear's per-shape graphs and whole-pass graphs take no VRAM of the budget. Nothing
+   lwo makes grows after a plan (a call with more rows than declared runs in row chunks; a weight
+   created after the plan is placed by the next one). Where the budget cannot hold a plan it fails
+   with LWO_ERROR_OUT_OF_BUDGET, and its message and lwo_stats.plan_min_budget give the smallest
+   lwo_desc.vram_budget that holds one (the same tensors and weights made in the same order).
+   Called again after passes in the learned order, it is timed against them (each use's compute
+   time in the last pass, and the streamed copies' rate): run two passes first, since the first
+   loads the GEMM modules and its timings are the host's, not the GPU's. Not inside a pass. */
+typedef struct lwo_streaming_desc {
+    uint64_t max_rows;     /* the most rows of x (tokens) any lwo_linear on the planned weights gets: the
+                              workspace and split area are reserved for every call up to it. 0 = the
+                              workspace lwo_linear has grown so far, and at least what a call in
+                              chunks of 64 rows needs (run a pass before planning, or declare it) */
+    uint64_t free_bytes;   /* bytes of the budget kept free for tensors the caller makes after the plan
+                              (activations, say). 0 = none */
+} lwo_streaming_desc;
+LWO_API lwo_result lwo_streaming_plan(lwo_context *ctx, const lwo_streaming_desc *desc);   /* NULL: zero desc */
 LWO_API lwo_result lwo_pass_begin(lwo_context *ctx);
+/* Ends a pass. Weights still acquired are released (as if lwo_weight_release on the compute stream). */
 LWO_API lwo_result lwo_pass_end(lwo_context *ctx);
+/* After any failed call inside a pass (or a whole-pass capture): ends the pass without learning or
+   timing anything from it, releases every weight it held acquired (their slots are free once the
+   work already queued on the compute stream is done), ends an open lwo_graph_capture_begin (no
+   graph is made), and waits for the streams. The context is then as usable as before the pass: the
+   next pass, plan or capture runs as if the failed pass had not been. No-op outside a pass and
+   capture. A sticky CUDA error (an illegal address in a kernel) is not recoverable: the driver
+   context is lost, and every later call reports it. */
+LWO_API lwo_result lwo_pass_abort(lwo_context *ctx);
 
 /* A whole pass, streamed transfers included, as one CUDA graph: capture begins after the compute
    stream is idle and records everything enqueued on it (and the transfers it waits on) until
@@ -863,6 +918,8 @@ static int lwo__mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
     *out = a * b;
     return 1;
 }
+
+static uint64_t lwo__round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 static char *lwo__strdup(const char *s) {
     size_t n = strlen(s) + 1;
@@ -1337,7 +1394,7 @@ struct lwo_context {
     int gemm_clusters[4][LWO__WG_TILES]; /* per module and Hopper tile: its clusters that fit at once (0: not asked) */
     unsigned gemm_smem[4][LWO__WG_TILES]; /* ... and the dynamic shared memory its function is allowed (0: not set) */
     int rowq_fit[3][3]; /* per x dtype (f32, f16, bf16): the ring quantizer's blocks per SM, for (threads, shared bytes) */
-    unsigned rowq_smem[3]; /* ... and the dynamic shared memory its function is allowed past 48 KiB (0: not set) */
+    unsigned rowq_smem[3]; /* ... and the dynamic shared memory its function was allowed (0: not raised yet) */
     lwo_module *modules;
     lwo_tensor *tensors;
     lwo_stream *streams;
@@ -1351,6 +1408,9 @@ struct lwo_context {
     uint64_t ws_off, ws_size;   /* lwo_linear's grow-only workspace in the arena (0: none) */
     uint64_t split_off, split_size; /* the Hopper GEMMs' split area in the arena (0: none yet) */
     int split_refused;              /* the arena had no room for it (logged once) */
+    int planned;                /* a streaming plan is in force: the workspace and split area are
+                                   what it reserved, and neither grows (section 8) */
+    int chunk_logged;           /* lwo_linear said once that it runs x in row chunks */
     struct lwo__lsink *lsink;   /* while lwo_linear captures or retargets a graph (section 7) */
     char error[LWO__ERROR_CAP];
 };
@@ -2604,7 +2664,8 @@ static lwo_result lwo__rowq_launch(lwo_context *ctx, lwo__CUstream cs, lwo__CUde
                                    lwo__CUdeviceptr q, uint64_t Kq, lwo__CUdeviceptr scales) {
     const uint64_t b = (uint64_t)1 << hlog, ns = ((K + b - 1) / b * b + 7) / 8;
     const uint64_t stage = (K * lwo_dtype_size(xt) + 15) / 16 * 16 + 16, hold = ns * 32;
-    uint64_t cap = (uint64_t)(ctx->info.max_smem_per_block > 0 ? ctx->info.max_smem_per_block : 0);
+    /* the kernels' static shared memory (a block reduction's 32 bytes) comes out of the same limit */
+    uint64_t cap = (uint64_t)(ctx->info.max_smem_per_block > 1024 ? ctx->info.max_smem_per_block - 1024 : 0);
     unsigned smem = 0;
     int flags = 0;
     float hs = lwo__hadamard_scale(hlog);
@@ -2632,9 +2693,12 @@ static lwo_result lwo__rowq_launch(lwo_context *ctx, lwo__CUstream cs, lwo__CUde
         smem = (unsigned)(LWO__ROWQ_RING * K * lwo_dtype_size(xt));
         snprintf(name, sizeof name, "lwo_k_quantize_rows_ring_%s", lwo__kname(xt));
         if ((r = lwo__module_function(ctx, ctx->kernels, name, &fn)) != 0) return r;
-        if (smem > 48u * 1024u && smem > ctx->rowq_smem[xi]) {   /* the function's limit: a driver call only when it grows */
-            LWO__CU(ctx, cuFuncSetAttribute(fn, LWO__CU_FUNC_ATTR_MAX_DYNAMIC_SMEM, (int)smem));
-            ctx->rowq_smem[xi] = smem;
+        /* the function's limit, raised once to the most this path launches with: the kernel's own
+           static shared memory comes on top of the dynamic bytes, so "past 48 KiB" cannot be told
+           from smem alone (3 rows of 8192 bf16 are exactly 48 KiB, and the launch failed) */
+        if (!ctx->rowq_smem[xi] && cap > 48u * 1024u) {
+            LWO__CU(ctx, cuFuncSetAttribute(fn, LWO__CU_FUNC_ATTR_MAX_DYNAMIC_SMEM, (int)cap));
+            ctx->rowq_smem[xi] = (unsigned)cap;
         }
         if (fit[0] == 0 || (unsigned)fit[1] != threads || (unsigned)fit[2] != smem) {
             LWO__CU(ctx, cuOccupancyMaxActiveBlocksPerMultiprocessor(&fit[0], fn, (int)threads, smem));
@@ -2649,7 +2713,7 @@ static lwo_result lwo__rowq_launch(lwo_context *ctx, lwo__CUstream cs, lwo__CUde
     else if (stage <= cap) { flags |= LWO__ROWQ_STAGE; smem = (unsigned)stage; }
     snprintf(name, sizeof name, "lwo_k_quantize_rows_%s", lwo__kname(xt));
     if ((r = lwo__module_function(ctx, ctx->kernels, name, &fn)) != 0) return r;
-    if (smem > 48u * 1024u) LWO__CU(ctx, cuFuncSetAttribute(fn, LWO__CU_FUNC_ATTR_MAX_DYNAMIC_SMEM, (int)smem));
+    if (smem + 1024u > 48u * 1024u) LWO__CU(ctx, cuFuncSetAttribute(fn, LWO__CU_FUNC_ATTR_MAX_DYNAMIC_SMEM, (int)cap));
     args[0] = &x; args[1] = &K; args[2] = &perm; args[3] = &smooth; args[4] = &hlog; args[5] = &hs;
     args[6] = &q; args[7] = &Kq; args[8] = &scales; args[9] = &flags;
     return lwo__launch_fn(ctx, cs, fn, (unsigned)rows, 1, 1, 256, 1, 1, smem, args, name);
@@ -2755,6 +2819,23 @@ static const char *lwo__format_name(lwo_format f) {
     return (f >= 0 && f < LWO_FORMAT_COUNT) ? n[f] : "invalid";
 }
 static int lwo__format_w8a8(lwo_format f) { return f == LWO_FORMAT_INT8 || f == LWO_FORMAT_FP8_E4M3_W8A8; }
+static int lwo__format_upcast(lwo_format f) { return f == LWO_FORMAT_FP8_E4M3 || f == LWO_FORMAT_FP8_E5M2; }
+/* The dtype a weight of format f is stored in. */
+static lwo_dtype lwo__format_dtype(lwo_format f) {
+    switch (f) {
+    case LWO_FORMAT_BF16: return LWO_DTYPE_BF16;
+    case LWO_FORMAT_F16: return LWO_DTYPE_F16;
+    case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E4M3_W8A8: return LWO_DTYPE_F8_E4M3;
+    case LWO_FORMAT_FP8_E5M2: return LWO_DTYPE_F8_E5M2;
+    default: return LWO_DTYPE_I8;
+    }
+}
+/* The stored row length: cols rounded up to a multiple of 64 and, with a Hadamard block of 2^hlog
+   (the rotation runs over whole blocks), of the block. */
+static uint64_t lwo__kpad(uint64_t cols, int hlog) {
+    uint64_t a = (uint64_t)1 << hlog > LWO__KPAD ? (uint64_t)1 << hlog : LWO__KPAD;
+    return (cols + a - 1) / a * a;
+}
 
 LWO_DEF lwo_result lwo_ref_linear(const void *x, lwo_dtype xt, uint64_t ldx, const void *w, lwo_dtype wt, uint64_t ldw,
                                   uint64_t M, uint64_t N, uint64_t K, const float *sx, const float *sw,
@@ -3026,16 +3107,75 @@ static lwo_result lwo__weight_make_streamable(lwo_context *ctx, lwo_weight *w, c
     return LWO_SUCCESS;
 }
 
+/* Whether a weight goes straight to its host home (lwo__weight_build_host): it may stream, and its
+   data already is what the device stores (the format's dtype; nothing to permute or rotate). */
+static int lwo__weight_as_stored(const lwo_weight_desc *d) {
+    return d->placement != LWO_PLACE_RESIDENT && (d->data_dtype ? d->data_dtype : LWO_DTYPE_F32) == lwo__format_dtype(d->format) &&
+           !d->perm && !d->hadamard;
+}
+
+/* A streamable weight whose data is stored as it is: its home is laid out on the CPU as the device
+   holds it (rows padded to kpad with zeros, then the bias widened to f32, then the scales), so
+   making it takes no VRAM and no trip through the device; the bytes are the GPU path's (padding
+   and the widening of a 16-bit bias are exact). With borrow_host the data stays in the caller's
+   memory and only bias and scales get a home. smooth stays resident, as on the GPU path. */
+static lwo_result lwo__weight_build_host(lwo_context *ctx, const lwo_weight_desc *d, lwo_weight *w) {
+    const uint64_t N = d->rows, K = d->cols, Kp = w->kpad;
+    const lwo_dtype dt = lwo__format_dtype(d->format);
+    const size_t es = lwo_dtype_size(dt);
+    const void *host[3];
+    uint64_t bytes[3], off[3], total = 0, shape[2], i;
+    lwo_tensor **parts[3];
+    lwo_result r;
+    int p, first = d->borrow_host ? 1 : 0;
+    shape[0] = N; shape[1] = Kp;
+    if ((r = lwo__tensor_new(ctx, dt, 2, shape, &w->data)) != 0) return r;
+    if (d->bias && (r = lwo__tensor_new(ctx, LWO_DTYPE_F32, 1, &N, &w->bias)) != 0) return r;
+    shape[0] = lwo__format_w8a8(d->format) ? N : 1;
+    if (d->format != LWO_FORMAT_BF16 && d->format != LWO_FORMAT_F16 && (r = lwo__tensor_new(ctx, LWO_DTYPE_F32, 1, shape, &w->scales)) != 0) return r;
+    if (d->smooth) {
+        if ((r = lwo__tensor2(ctx, LWO_DTYPE_F32, K, 0, &w->smooth)) != 0) return r;
+        if ((r = lwo_tensor_upload(ctx, w->smooth, d->smooth, K * 4)) != 0) return r;
+    }
+    parts[0] = &w->data; parts[1] = &w->bias; parts[2] = &w->scales;
+    for (p = 0; p < 3; p++) {
+        off[p] = total;
+        bytes[p] = *parts[p] ? (*parts[p])->bytes : 0;
+        total += lwo__round_up(bytes[p], LWO__ALIGN);
+        host[p] = NULL;
+    }
+    if (first) {   /* lwo__weight_check_borrow saw data as stored and K == Kp */
+        if ((r = lwo__home_make(ctx, d->data, bytes[0], 1, &w->homes[0])) != 0) return r;
+        host[0] = w->homes[0].ptr;
+    }
+    if (total > off[first]) {
+        lwo__home *h = &w->homes[first];
+        if ((r = lwo__home_make(ctx, NULL, total - off[first], 0, h)) != 0) return r;
+        for (p = first; p < 3; p++) if (bytes[p]) host[p] = (uint8_t *)h->ptr + (off[p] - off[first]);
+        if (!first)
+            for (i = 0; i < N; i++) {
+                uint8_t *row = (uint8_t *)h->ptr + i * Kp * es;
+                memcpy(row, (const uint8_t *)d->data + i * K * es, (size_t)(K * es));
+                memset(row + K * es, 0, (size_t)((Kp - K) * es));
+            }
+        if (d->bias) {
+            lwo_dtype bt = d->bias_dtype ? d->bias_dtype : LWO_DTYPE_F32;
+            float *b = (float *)host[1];
+            for (i = 0; i < N; i++) b[i] = lwo_ref_load(d->bias, bt, i);
+        }
+        if (w->scales) {
+            float *sc = (float *)host[2], one = d->scale != 0.0f ? d->scale : 1.0f;
+            for (i = 0; i < w->scales->numel; i++) sc[i] = d->row_scales ? d->row_scales[i] : one;
+        }
+    }
+    if ((r = lwo__item_create(ctx, host, bytes, d->placement == LWO_PLACE_STREAMED ? 2 : 0, &w->item)) != 0) return r;
+    lwo__item_join_parts(w->item, first);
+    return LWO_SUCCESS;
+}
+
 /* desc.borrow_host: the caller's bytes must be exactly what the device stores. */
 static lwo_result lwo__weight_check_borrow(lwo_context *ctx, const lwo_weight_desc *d) {
-    lwo_dtype dt = d->data_dtype ? d->data_dtype : LWO_DTYPE_F32, want;
-    switch (d->format) {
-    case LWO_FORMAT_BF16: want = LWO_DTYPE_BF16; break;
-    case LWO_FORMAT_F16: want = LWO_DTYPE_F16; break;
-    case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E4M3_W8A8: want = LWO_DTYPE_F8_E4M3; break;
-    case LWO_FORMAT_FP8_E5M2: want = LWO_DTYPE_F8_E5M2; break;
-    default: want = LWO_DTYPE_I8; break;
-    }
+    lwo_dtype dt = d->data_dtype ? d->data_dtype : LWO_DTYPE_F32, want = lwo__format_dtype(d->format);
     if (d->placement == LWO_PLACE_RESIDENT) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.borrow_host needs desc.placement AUTO or STREAMED");
     /* pre-quantized data with smooth is stored as it is (smooth divides the activations only) */
     if (dt != want || d->cols % LWO__KPAD != 0)
@@ -3062,10 +3202,7 @@ LWO_DEF lwo_result lwo_weight_create(lwo_context *ctx, const lwo_weight_desc *de
     w->rows = desc->rows;
     w->cols = desc->cols;
     w->hlog = desc->hadamard ? lwo__hadamard_log(desc->hadamard) : 0;
-    {   /* the rotation runs over whole blocks, so the padded row holds a whole number of them */
-        uint64_t a = (uint64_t)1 << w->hlog > LWO__KPAD ? (uint64_t)1 << w->hlog : LWO__KPAD;
-        w->kpad = (desc->cols + a - 1) / a * a;
-    }
+    w->kpad = lwo__kpad(desc->cols, w->hlog);
     w->format = desc->format;
     w->host = desc->data;
     w->host_dtype = desc->data_dtype ? desc->data_dtype : LWO_DTYPE_F32;
@@ -3073,8 +3210,11 @@ LWO_DEF lwo_result lwo_weight_create(lwo_context *ctx, const lwo_weight_desc *de
     w->next = ctx->weights;
     if (ctx->weights) ctx->weights->prev = w;
     ctx->weights = w;
-    r = lwo__weight_build(ctx, desc, w);
-    if (!r && desc->placement != LWO_PLACE_RESIDENT) r = lwo__weight_make_streamable(ctx, w, desc);
+    if (lwo__weight_as_stored(desc)) r = lwo__weight_build_host(ctx, desc, w);
+    else {
+        r = lwo__weight_build(ctx, desc, w);
+        if (!r && desc->placement != LWO_PLACE_RESIDENT) r = lwo__weight_make_streamable(ctx, w, desc);
+    }
     if (r) {
         char keep[LWO__ERROR_CAP];
         memcpy(keep, ctx->error, sizeof keep);
@@ -3120,33 +3260,97 @@ LWO_DEF lwo_result lwo_weight_get_info(lwo_context *ctx, const lwo_weight *w, lw
     return LWO_SUCCESS;
 }
 
-/* The workspace: grow-only, in the arena. Growing waits for the device, since queued GEMMs may
-   still read the old block. */
-static int lwo__engine_capturing(const lwo_context *ctx); /* section 8 */
-static lwo_result lwo__workspace(lwo_context *ctx, uint64_t bytes, lwo__CUdeviceptr *out) {
-    if (bytes > ctx->ws_size) {
-        uint64_t off, size;
-        lwo_result r;
-        /* growing synchronizes the device, which a stream capture cannot contain */
-        if (lwo__engine_capturing(ctx))
-            return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear needs %llu bytes of workspace (it has %llu) during a graph capture: run the pass once before capturing it, or give the workspace to lwo_streaming_plan",
-                             (unsigned long long)bytes, (unsigned long long)ctx->ws_size);
-        LWO__CU(ctx, cuCtxSynchronize());
-        if (ctx->ws_size) { lwo__arena_free(ctx, ctx->ws_off, ctx->ws_size); ctx->ws_size = 0; }
-        if ((r = lwo__arena_alloc(ctx, bytes, &off, &size, "lwo_linear's workspace")) != 0) return r;
-        ctx->ws_off = off;
-        ctx->ws_size = size;
+/* lwo_linear's workspace for x of M rows on a weight of format f, [N, Kp] as stored: W8A8 quantizes
+   x into it (M x Kp codes, at the arena's granularity, then M f32 row scales); the fp8 upcast formats
+   upcast W into it (N x Kp 16-bit); with `pad` (K % 8 != 0, or x not 16-byte aligned) x follows,
+   copied with its rows padded to Kp (the tensor-core GEMMs read K in whole 16-byte chunks). */
+static uint64_t lwo__linear_ws(lwo_format f, uint64_t M, uint64_t N, uint64_t Kp, int pad) {
+    uint64_t b = 0;
+    if (f == LWO_FORMAT_INT8 || f == LWO_FORMAT_FP8_E4M3_W8A8) return lwo__round_up(M * Kp, LWO__ALIGN) + M * 4;
+    if (f == LWO_FORMAT_FP8_E4M3 || f == LWO_FORMAT_FP8_E5M2) b = lwo__round_up(N * Kp * 2, LWO__ALIGN);
+    return pad ? b + M * Kp * 2 : b;
+}
+
+/* A call whose x does not fit the workspace runs in chunks of whole 64-row tiles: every chunk's rows
+   of x and y then start 16-byte aligned, as the tensor-core paths need. */
+#define LWO__CHUNK_ROWS 64u
+
+/* The most rows of x a call can take at once in `bytes` of workspace: all M, or a multiple of
+   LWO__CHUNK_ROWS below M; 0 when not even one chunk fits. */
+static uint64_t lwo__linear_rows(lwo_format f, uint64_t M, uint64_t N, uint64_t Kp, int pad, uint64_t bytes) {
+    uint64_t lo = 0, hi = (M + LWO__CHUNK_ROWS - 1) / LWO__CHUNK_ROWS;
+    if (lwo__linear_ws(f, M, N, Kp, pad) <= bytes) return M;
+    while (lo < hi) {   /* the need grows with the rows: the largest whole number of chunks that fits */
+        uint64_t mid = (lo + hi + 1) / 2;
+        if (lwo__linear_ws(f, mid * LWO__CHUNK_ROWS, N, Kp, pad) <= bytes) lo = mid; else hi = mid - 1;
     }
-    *out = ctx->arena + ctx->ws_off;
+    return lo * LWO__CHUNK_ROWS;
+}
+
+/* Grows the workspace to `bytes`. Growing waits for the device, since queued GEMMs may still read
+   the old block; where the arena has no room the old block stays (same size, maybe moved). */
+static int lwo__engine_capturing(const lwo_context *ctx); /* section 8 */
+static lwo_result lwo__workspace_grow(lwo_context *ctx, uint64_t bytes) {
+    uint64_t off, size, old = ctx->ws_size;
+    lwo_result r;
+    LWO__CU(ctx, cuCtxSynchronize());
+    if (old) { lwo__arena_free(ctx, ctx->ws_off, ctx->ws_size); ctx->ws_size = 0; }
+    if ((r = lwo__arena_alloc(ctx, bytes, &off, &size, "lwo_linear's workspace")) != 0) {
+        char keep[LWO__ERROR_CAP];
+        memcpy(keep, ctx->error, sizeof keep);
+        /* the block just freed is free again, so this fits */
+        if (old && lwo__arena_alloc(ctx, old, &ctx->ws_off, &ctx->ws_size, "lwo_linear's workspace") != 0) ctx->ws_size = 0;
+        memcpy(ctx->error, keep, sizeof keep);
+        return r;
+    }
+    ctx->ws_off = off;
+    ctx->ws_size = size;
     return LWO_SUCCESS;
 }
 
-/* The split area of the Hopper GEMMs (lwo_desc.gemm_split), in the arena, made by the first GEMM
-   that splits: a 32-bit counter per tail tile and warpgroup, 16 bytes a CTA, then a 128 x 128 tile
-   of 32-bit partial sums per CTA (lwo_gemm_wg_body). The counters must be zero before a GEMM: each
-   launch leaves them so, and a new area's are zeroed on the stream of the GEMM that made it (or by
-   lwo_streaming_plan, which lays the arena out again). It is not made inside a capture (lwo_linear's
-   graphs count their kernels) nor where the arena has no room for it: that GEMM does not split. */
+/* The workspace of one lwo_linear call: *rows = M where it holds the whole call (before any plan it
+   grows to), else the most rows it holds at a time (the call runs in chunks). After a plan nothing
+   grows: the plan reserved what its declared shapes need, and larger calls run in chunks. Inside a
+   capture nothing grows either (growing synchronizes). */
+static lwo_result lwo__linear_space(lwo_context *ctx, lwo_format f, uint64_t M, uint64_t N, uint64_t Kp, int pad,
+                                    lwo__CUdeviceptr *ws, uint64_t *rows) {
+    const uint64_t full = lwo__linear_ws(f, M, N, Kp, pad);
+    const int may_grow = !ctx->planned && !lwo__engine_capturing(ctx);
+    *rows = M;
+    if (full > ctx->ws_size) {
+        if (!may_grow || lwo__workspace_grow(ctx, full) != LWO_SUCCESS) {
+            uint64_t least = lwo__linear_ws(f, M < LWO__CHUNK_ROWS ? M : LWO__CHUNK_ROWS, N, Kp, pad);
+            ctx->error[0] = 0;
+            if (least > ctx->ws_size && may_grow) lwo__workspace_grow(ctx, least);
+            *rows = lwo__linear_rows(f, M, N, Kp, pad, ctx->ws_size);
+            if (*rows == 0)
+                return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET,
+                                 "lwo_linear: a %llu x %llu %s weight needs %llu bytes of workspace (%llu for all %llu rows of x), and the "
+                                 "workspace has %llu: %s", (unsigned long long)N, (unsigned long long)Kp, lwo__format_name(f),
+                                 (unsigned long long)least, (unsigned long long)full, (unsigned long long)M, (unsigned long long)ctx->ws_size,
+                                 ctx->planned ? "the weight was made after the last lwo_streaming_plan, which reserves the workspace; plan again"
+                                 : lwo__engine_capturing(ctx) ? "run the pass once before capturing it (the workspace cannot grow inside a capture)"
+                                 : "the budget has no room for it (raise lwo_desc.vram_budget)");
+            if (!ctx->chunk_logged) {
+                lwo__log(ctx, LWO_LOG_WARN, "lwo_linear runs x of %llu rows in chunks of %llu: the workspace holds %llu bytes, the call needs %llu "
+                         "(declare the largest x in lwo_streaming_desc.max_rows)", (unsigned long long)M, (unsigned long long)*rows,
+                         (unsigned long long)ctx->ws_size, (unsigned long long)full);
+                ctx->chunk_logged = 1;
+            }
+            ctx->stats.linear_chunked++;
+        }
+    }
+    *ws = ctx->arena + ctx->ws_off;
+    return LWO_SUCCESS;
+}
+
+/* The split area of the Hopper GEMMs (lwo_desc.gemm_split): a 32-bit counter per tail tile and
+   warpgroup, 16 bytes a CTA, then a 128 x 128 tile of 32-bit partial sums per CTA
+   (lwo_gemm_wg_body). The counters must be zero before a GEMM: each launch leaves them so, and a new
+   area's are zeroed on the stream of the GEMM that made it (or by lwo_streaming_plan, which lays the
+   arena out again). Before any plan the first GEMM that splits makes it, where the arena has room,
+   and not inside a capture (lwo_linear's graphs count their kernels); after a plan it exists only
+   if the plan reserved it. A GEMM that finds none does not split. */
 static uint64_t lwo__split_bytes(const lwo_context *ctx) {
     const uint64_t n = (uint64_t)(ctx->info.sm_count > 0 ? ctx->info.sm_count : 0);
     return (16 * n + 255) / 256 * 256 + n * 128 * 128 * 4;
@@ -3159,7 +3363,7 @@ static lwo_result lwo__split_area(lwo_context *ctx, lwo__CUstream cs, lwo__CUdev
     *out = 0;
     if (!ctx->split_size) {
         char keep[LWO__ERROR_CAP];
-        if (ctx->lsink || lwo__engine_capturing(ctx)) return LWO_SUCCESS;
+        if (ctx->planned || ctx->lsink || lwo__engine_capturing(ctx)) return LWO_SUCCESS;
         memcpy(keep, ctx->error, sizeof keep);
         if (lwo__arena_alloc(ctx, lwo__split_bytes(ctx), &ctx->split_off, &ctx->split_size, "the GEMMs' split area") != 0) {
             if (!ctx->split_refused) lwo__log(ctx, LWO_LOG_INFO, "GEMMs do not split their last rounds: %s", ctx->error);
@@ -3414,6 +3618,72 @@ static lwo_result lwo__gemm(lwo_context *ctx, lwo__CUstream cs, lwo_dtype op, lw
     }
 }
 
+/* What lwo_streaming_plan reserves for lwo_linear: the largest workspace of the weights' calls, and
+   the split area when some call's GEMM would split. */
+typedef struct lwo__reserve { uint64_t ws, split; } lwo__reserve;
+
+/* Whether lwo_linear's GEMM on this weight splits its last rounds for some x of M <= max_rows rows
+   (x 16-byte aligned): the tile lwo__gemm_wg would pick and its rounds, at every 64 rows (the tiles'
+   granularity in M). Only the Hopper GEMMs split, and only calls that use the workspace. */
+static int lwo__linear_splits(const lwo_context *ctx, lwo_format f, uint64_t max_rows, uint64_t N, uint64_t K, uint64_t Kp) {
+    const int pad = K % 8 != 0;
+    const uint64_t akb = lwo__format_w8a8(f) ? Kp : (pad ? Kp : K) * 2;
+    uint64_t M = 0;
+    if (strcmp(ctx->info.arch, "sm_90a") != 0 || ctx->desc.gemm_kernels == 1 || ctx->desc.gemm_split < 0 ||
+        N >= 0x7fffff00u || !(lwo__format_w8a8(f) || lwo__format_upcast(f) || pad))
+        return 0;
+    while (M < max_rows && M < 0x7fffff00u) {
+        const lwo__wg_tile *t;
+        uint64_t first;
+        M = M + 64 < max_rows ? M + 64 : max_rows;
+        t = lwo__gemm_wg_tile(ctx, M, N, akb, 1);
+        lwo__wg_rounds(ctx, t, lwo__wg_units(t, M, N), lwo__wg_slots(ctx, t), (akb + t->bk - 1) / t->bk, 1, &first);
+        if (first < lwo__wg_units(t, M, N)) return 1;
+    }
+    return 0;
+}
+
+/* Adds one weight's calls, x of up to max_rows rows (0: chunks of 64 rows), to the reservation. */
+static void lwo__reserve_add(const lwo_context *ctx, lwo__reserve *rv, lwo_format f, uint64_t N, uint64_t K, uint64_t Kp,
+                             uint64_t max_rows) {
+    uint64_t need = lwo__linear_ws(f, max_rows ? max_rows : LWO__CHUNK_ROWS, N, Kp, K % 8 != 0);
+    if (need > rv->ws) rv->ws = need;
+    if (max_rows && !rv->split && lwo__linear_splits(ctx, f, max_rows, N, K, Kp)) rv->split = lwo__split_bytes(ctx);
+}
+
+/* The shape checks of a weight desc that need no context (lwo__weight_validate has them all). */
+static int lwo__weight_shape_ok(const lwo_weight_desc *d) {
+    uint64_t n;
+    return d && d->rows && d->cols && d->rows <= 0x7fffffffull * 64u && d->cols <= ((uint64_t)1 << 31) &&
+           lwo__mul_ok(d->rows, d->cols + 256u, &n) && n <= ((uint64_t)1 << 40) && (int)d->format >= 0 &&
+           d->format < LWO_FORMAT_COUNT && (!d->hadamard || lwo__hadamard_log(d->hadamard) > 0);
+}
+
+LWO_DEF uint64_t lwo_linear_workspace_bytes(lwo_context *ctx, const lwo_weight_desc *descs, size_t count, uint64_t max_rows) {
+    lwo__reserve rv = { 0, 0 };
+    size_t i;
+    if (lwo__enter(ctx) != LWO_SUCCESS || (count && !descs)) return 0;
+    for (i = 0; i < count; i++) {
+        const lwo_weight_desc *d = &descs[i];
+        if (!lwo__weight_shape_ok(d)) return 0;
+        lwo__reserve_add(ctx, &rv, d->format, d->rows, d->cols, lwo__kpad(d->cols, d->hadamard ? lwo__hadamard_log(d->hadamard) : 0), max_rows);
+    }
+    return lwo__round_up(rv.ws, LWO__ALIGN) + rv.split;
+}
+
+LWO_DEF uint64_t lwo_weight_device_bytes(const lwo_weight_desc *d) {
+    uint64_t N, K, Kp, b;
+    if (!lwo__weight_shape_ok(d)) return 0;
+    N = d->rows; K = d->cols; Kp = lwo__kpad(K, d->hadamard ? lwo__hadamard_log(d->hadamard) : 0);
+    b = lwo__round_up(N * Kp * lwo_dtype_size(lwo__format_dtype(d->format)), LWO__ALIGN);
+    if (lwo__format_upcast(d->format)) b += LWO__ALIGN;                  /* the scale */
+    if (lwo__format_w8a8(d->format)) b += lwo__round_up(N * 4, LWO__ALIGN); /* the row scales */
+    if (d->bias) b += lwo__round_up(N * 4, LWO__ALIGN);
+    if (d->smooth) b += lwo__round_up(K * 4, LWO__ALIGN);
+    if (d->perm) b += lwo__round_up(K * 4, LWO__ALIGN);
+    return b;
+}
+
 /* Points a streamable weight's tensors at where it is now readable (its slot, or resident storage). */
 static lwo_result lwo__weight_acquire(lwo_context *ctx, lwo__CUstream cs, lwo_weight *w) {
     lwo__CUdeviceptr base = 0;
@@ -3467,20 +3737,20 @@ LWO_DEF lwo_result lwo_linear(lwo_context *ctx, lwo_stream *stream, const lwo_te
     return r2;
 }
 
-/* The W8A8 chain: x quantized per token into the workspace (q, then the f32 row scales at
-   ws + qbytes), then the GEMM. The same code launches it, captures it and retargets a graph of it
-   (lwo__launch_fn and ctx->lsink). */
-static lwo_result lwo__w8a8_chain(lwo_context *ctx, lwo__CUstream cs, const lwo_tensor *x, const lwo_weight *w,
-                                  lwo__CUdeviceptr ws, uint64_t qbytes, lwo__CUdeviceptr bp, int bias_kind,
-                                  const lwo_tensor *y) {
+/* The W8A8 chain: x [M, K] quantized per token into the workspace (q, then the f32 row scales at
+   ws + qbytes), then the GEMM into y [M, N]. The same code launches it, captures it and retargets a
+   graph of it (lwo__launch_fn and ctx->lsink), and runs each row chunk of a chunked call. */
+static lwo_result lwo__w8a8_chain(lwo_context *ctx, lwo__CUstream cs, lwo__CUdeviceptr x, lwo_dtype xt, uint64_t M,
+                                  const lwo_weight *w, lwo__CUdeviceptr ws, lwo__CUdeviceptr bp, int bias_kind,
+                                  lwo__CUdeviceptr y, lwo_dtype yt) {
     int fp8 = w->format == LWO_FORMAT_FP8_E4M3_W8A8;
-    uint64_t M = x->shape[0], K = x->shape[1], N = w->rows, Kp = w->kpad;
+    uint64_t K = w->cols, N = w->rows, Kp = w->kpad, qbytes = lwo__round_up(M * Kp, LWO__ALIGN);
     lwo__CUdeviceptr sm = w->smooth ? w->smooth->ptr : 0, pm = w->perm ? w->perm->ptr : 0, q = ws, sa = ws + qbytes, sw = w->scales->ptr;
     lwo_dtype op = fp8 ? LWO_DTYPE_F8_E4M3 : LWO_DTYPE_I8;
-    lwo_result r = lwo__rowq_launch(ctx, cs, x->ptr, x->dtype, M, K, pm, sm, 0, w->hlog, fp8, q, Kp, sa);
+    lwo_result r = lwo__rowq_launch(ctx, cs, x, xt, M, K, pm, sm, 0, w->hlog, fp8, q, Kp, sa);
     if (r) return r;
-    return lwo__gemm(ctx, cs, op, q, Kp, Kp, w->data->ptr, Kp, M, N, sa, sw, bp, bias_kind < 0 ? 0 : bias_kind, y->ptr,
-                     lwo__gemm_kind(y->dtype), 1);
+    return lwo__gemm(ctx, cs, op, q, Kp, Kp, w->data->ptr, Kp, M, N, sa, sw, bp, bias_kind < 0 ? 0 : bias_kind, y,
+                     lwo__gemm_kind(yt), 1);
 }
 
 /* Gives up on graphs for weight w after a failed capture or update (the call then runs plainly). */
@@ -3495,8 +3765,7 @@ static void lwo__w8a8_graphs_off(lwo_context *ctx, lwo_weight *w, const char *wh
 
 /* lwo_linear of a W8A8 weight: through the weight's graph cache where it may be used, else plain. */
 static lwo_result lwo__w8a8_linear(lwo_context *ctx, lwo__CUstream cs, const lwo_tensor *x, const lwo_weight *cw,
-                                   lwo__CUdeviceptr ws, uint64_t qbytes, lwo__CUdeviceptr bp, int bias_kind,
-                                   const lwo_tensor *y) {
+                                   lwo__CUdeviceptr ws, lwo__CUdeviceptr bp, int bias_kind, const lwo_tensor *y) {
     lwo_weight *w = (lwo_weight *)cw;
     uint64_t M = x->shape[0];
     int nslots = lwo__graph_slots(ctx), i, capturing = 1, y16 = (y->ptr & 15u) == 0;
@@ -3508,10 +3777,10 @@ static lwo_result lwo__w8a8_linear(lwo_context *ctx, lwo__CUstream cs, const lwo
        products, and inside the caller's own capture (which must get the plain kernels) */
     if (ctx->desc.graph_cache < 0 || w->graphs_off || w->item || M == 0 || w->rows == 0 ||
         ctx->cu.cuStreamIsCapturing(cs, &capturing) != 0 || capturing != 0)
-        return lwo__w8a8_chain(ctx, cs, x, w, ws, qbytes, bp, bias_kind, y);
+        return lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype);
     if (!w->graphs) {
         w->graphs = (lwo__lgraph *)LWO_MALLOC((size_t)nslots * sizeof *w->graphs);
-        if (!w->graphs) { lwo__w8a8_graphs_off(ctx, w, "out of host memory"); return lwo__w8a8_chain(ctx, cs, x, w, ws, qbytes, bp, bias_kind, y); }
+        if (!w->graphs) { lwo__w8a8_graphs_off(ctx, w, "out of host memory"); return lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype); }
         memset(w->graphs, 0, (size_t)nslots * sizeof *w->graphs);
     }
     for (i = 0; i < nslots; i++) {
@@ -3523,11 +3792,11 @@ static lwo_result lwo__w8a8_linear(lwo_context *ctx, lwo__CUstream cs, const lwo
     if (g) { /* replay: point the nodes at this call's pointers */
         g->nodes.update = 1; g->nodes.exec = g->exec; g->nodes.n = 0;
         ctx->lsink = &g->nodes;
-        r = lwo__w8a8_chain(ctx, cs, x, w, ws, qbytes, bp, bias_kind, y);
+        r = lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype);
         ctx->lsink = NULL;
         if (!r && g->nodes.n != g->nnodes) r = lwo__fail(ctx, LWO_ERROR_CUDA, "lwo_linear's graph has %d kernels; this call launched %d", g->nnodes, g->nodes.n);
         if (!r && (rc = ctx->cu.cuGraphLaunch(g->exec, cs)) != 0) r = lwo__cuda_fail(ctx, rc, "cuGraphLaunch");
-        if (r) { lwo__w8a8_graphs_off(ctx, w, ctx->error); return lwo__w8a8_chain(ctx, cs, x, w, ws, qbytes, bp, bias_kind, y); }
+        if (r) { lwo__w8a8_graphs_off(ctx, w, ctx->error); return lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype); }
         g->stamp = ++w->graph_clock;
         ctx->stats.linear_graph_hits++;
         return LWO_SUCCESS;
@@ -3536,7 +3805,7 @@ static lwo_result lwo__w8a8_linear(lwo_context *ctx, lwo__CUstream cs, const lwo
        lazily loaded ones included, outside the capture), then capture the chain, instantiate and
        launch it, so the graph writes the same result once more. A failed capture leaves the plain
        result standing. */
-    if ((r = lwo__w8a8_chain(ctx, cs, x, w, ws, qbytes, bp, bias_kind, y)) != 0) return r;
+    if ((r = lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype)) != 0) return r;
     if (victim->used) { lwo__lgraph_drop(ctx, victim); ctx->stats.linear_graph_evictions++; }
     g = victim;
     memset(&sink, 0, sizeof sink);
@@ -3546,7 +3815,7 @@ static lwo_result lwo__w8a8_linear(lwo_context *ctx, lwo__CUstream cs, const lwo
         return LWO_SUCCESS;
     }
     ctx->lsink = &sink;
-    r = lwo__w8a8_chain(ctx, cs, x, w, ws, qbytes, bp, bias_kind, y);
+    r = lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype);
     ctx->lsink = NULL;
     rc = ctx->cu.cuStreamEndCapture(cs, &g->graph); /* always: the stream leaves capture mode */
     if (!r && rc) r = lwo__cuda_fail(ctx, rc, "cuStreamEndCapture");
@@ -3567,11 +3836,9 @@ static lwo_result lwo__linear_run(lwo_context *ctx, lwo_stream *stream, const lw
                                   const lwo_tensor *bias, lwo_tensor *y) {
     lwo__CUstream cs;
     lwo_result r;
-    uint64_t M, N, K, Kp;
-    lwo__CUdeviceptr bp = 0, ws = 0, A, B, sa = 0, sw = 0;
+    uint64_t M, N, K, Kp, xrow, yrow;
+    lwo__CUdeviceptr bp = 0, ws = 0;
     int bias_kind = 0, out_kind;
-    uint64_t lda, a_k;
-    lwo_dtype op;
     LWO__ENTER(ctx);
     LWO__CHECK_TENSOR(ctx, x);
     LWO__CHECK_TENSOR(ctx, y);
@@ -3592,37 +3859,47 @@ static lwo_result lwo__linear_run(lwo_context *ctx, lwo_stream *stream, const lw
         bp = bias->ptr; bias_kind = lwo__gemm_kind(bias->dtype);
     } else if (w->bias) { bp = w->bias->ptr; bias_kind = 0; }
     out_kind = lwo__gemm_kind(y->dtype);
-    A = x->ptr; lda = K; a_k = K; B = w->data->ptr;
+    xrow = K * lwo_dtype_size(x->dtype);
+    yrow = N * lwo_dtype_size(y->dtype);
+    if (M > 0x7fffffffu) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: M = %llu is more than one launch takes", (unsigned long long)M);
     switch (w->format) {
     case LWO_FORMAT_BF16: case LWO_FORMAT_F16: case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E5M2: {
-        uint64_t wbytes = 0, abytes = 0;
         int upcast = w->format == LWO_FORMAT_FP8_E4M3 || w->format == LWO_FORMAT_FP8_E5M2;
         int pad = (K % 8) != 0 || !lwo__aligned16(x->ptr);
-        op = x->dtype;
-        if (upcast) wbytes = (N * Kp * 2 + 255) / 256 * 256;
-        if (pad) abytes = M * Kp * 2;
-        if (wbytes + abytes) { if ((r = lwo__workspace(ctx, wbytes + abytes, &ws)) != 0) return r; }
+        lwo__CUdeviceptr B = w->data->ptr, xpad = 0;
+        uint64_t rows = M, m0;
+        /* sized before anything is queued: growing synchronizes and allocates */
+        if ((upcast || pad) && (r = lwo__linear_space(ctx, w->format, M, N, Kp, pad, &ws, &rows)) != 0) return r;
         if (upcast) {
-            if ((r = lwo__convert_launch(ctx, cs, w->data->ptr, w->data->dtype, ws, op, N * Kp, 1.0f, w->scales->ptr, "lwo_k_convert")) != 0) return r;
+            if ((r = lwo__convert_launch(ctx, cs, w->data->ptr, w->data->dtype, ws, x->dtype, N * Kp, 1.0f, w->scales->ptr, "lwo_k_convert")) != 0) return r;
             B = ws;
+            xpad = ws + lwo__round_up(N * Kp * 2, LWO__ALIGN);
+        } else xpad = ws;
+        for (m0 = 0; m0 < M; m0 += rows) {
+            uint64_t mc = M - m0 < rows ? M - m0 : rows, lda = K;
+            lwo__CUdeviceptr A = x->ptr + m0 * xrow;
+            if (pad) {
+                if ((r = lwo__pad_launch(ctx, cs, A, x->dtype, mc, K, 0, xpad, x->dtype, Kp)) != 0) return r;
+                A = xpad;
+                lda = Kp;
+            }
+            if ((r = lwo__gemm(ctx, cs, x->dtype, A, lda, lda, B, Kp, mc, N, 0, 0, bp, bias_kind, y->ptr + m0 * yrow, out_kind, ws != 0)) != 0) return r;
         }
-        if (pad) {
-            A = ws + wbytes;
-            if ((r = lwo__pad_launch(ctx, cs, x->ptr, x->dtype, M, K, 0, A, op, Kp)) != 0) return r;
-            lda = Kp; a_k = Kp;
-        }
-        break;
+        return LWO_SUCCESS;
     }
     case LWO_FORMAT_INT8: case LWO_FORMAT_FP8_E4M3_W8A8: {
-        uint64_t qbytes = (M * Kp + 255) / 256 * 256;
-        if (M > 0x7fffffffu) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: M = %llu is more than one launch takes", (unsigned long long)M);
-        /* sized before any capture: growing synchronizes and allocates */
-        if ((r = lwo__workspace(ctx, qbytes + M * 4, &ws)) != 0) return r;
-        return lwo__w8a8_linear(ctx, cs, x, w, ws, qbytes, bp, bias ? bias_kind : (w->bias ? 0 : -1), y);
+        uint64_t rows, m0;
+        int kind = bias ? bias_kind : (w->bias ? 0 : -1);
+        if ((r = lwo__linear_space(ctx, w->format, M, N, Kp, 0, &ws, &rows)) != 0) return r;
+        if (rows == M) return lwo__w8a8_linear(ctx, cs, x, w, ws, bp, kind, y);
+        for (m0 = 0; m0 < M; m0 += rows) {   /* chunked: plain launches, no graph */
+            uint64_t mc = M - m0 < rows ? M - m0 : rows;
+            if ((r = lwo__w8a8_chain(ctx, cs, x->ptr + m0 * xrow, x->dtype, mc, w, ws, bp, kind, y->ptr + m0 * yrow, y->dtype)) != 0) return r;
+        }
+        return LWO_SUCCESS;
     }
     default: return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: the weight has an invalid format");
     }
-    return lwo__gemm(ctx, cs, op, A, lda, a_k, B, Kp, M, N, sa, sw, bp, bias_kind, y->ptr, out_kind, ws != 0);
 }
 
 /* ---- context lifetime ---- */
@@ -3841,7 +4118,6 @@ LWO_DEF lwo_result lwo_startup_times_get(lwo_context *ctx, lwo_startup_times *ou
    weight larger than it must be resident, the rest of the room is filled with the largest weights
    that fit, and the candidate that streams the fewest bytes wins (ties: more slots). What room is
    left then widens the slots, so more small weights pack into them. */
-static uint64_t lwo__round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 /* Which weights of one size stay resident decides where the streamed ones fall in the pass. In
    index (use) order the resident ones would be the first blocks and the streamed ones the last: the
@@ -3906,6 +4182,7 @@ typedef struct lwo__plan_model {
     const float *ms;
     double bytes_per_ms;
     double slack;          /* each use computes this fraction longer than ms says (0: as measured) */
+    const uint8_t *must;   /* weights that never stay resident (NULL: none) */
     /* scratch: live fills, and each weight's fill (-1: none) */
     uint64_t *f_off, *f_size;
     double *f_ready, *f_read;
@@ -3983,8 +4260,9 @@ static double lwo__plan_score(lwo__plan_model *m, const uint8_t *resident, uint6
    weights fit. Weights larger than a slot stay resident; weights no use reads stream (they cost
    nothing). The credit starts at `start` of the ring: half of it for an eager pass, whose first
    weights arrived during the pass before; none for a graph's replay, which starts with an empty
-   ring and so computes best on resident weights while its first transfers run. Returns the
-   resident bytes. */
+   ring and so computes best on resident weights while its first transfers run. Weights that must
+   stream always do. Returns the resident bytes (UINT64_MAX: a weight that must stream is larger
+   than the slot). */
 static uint64_t lwo__plan_dither(const lwo__plan_model *m, double rho, double start, uint64_t slot, uint64_t ring, uint8_t *resident, uint8_t *seen) {
     double credit = (double)ring * start;
     uint64_t res = 0;
@@ -3995,12 +4273,17 @@ static uint64_t lwo__plan_dither(const lwo__plan_model *m, double rho, double st
         size_t w = m->order[u];
         if (!seen[w]) {
             seen[w] = 1;
-            if (m->sizes[w] && m->sizes[w] <= slot && (double)m->sizes[w] <= credit) { resident[w] = 0; credit -= (double)m->sizes[w]; }
+            if (m->must && m->must[w] && m->sizes[w] > slot) return UINT64_MAX;   /* it must stream, and cannot here */
+            if (m->sizes[w] && m->sizes[w] <= slot && ((double)m->sizes[w] <= credit || (m->must && m->must[w]))) {
+                resident[w] = 0;
+                credit -= (double)m->sizes[w];
+            }
         }
         credit += rho * m->ms[u];
         if (credit > (double)ring) credit = (double)ring;
     }
     for (i = 0; i < m->n; i++) {
+        if (!seen[i] && m->must && m->must[i] && m->sizes[i] > slot) return UINT64_MAX;
         if (!seen[i] && m->sizes[i] <= slot) resident[i] = 0;
         if (resident[i]) res += m->sizes[i];
     }
@@ -4058,7 +4341,7 @@ static int lwo__plan_timed(lwo__plan_model *m, uint64_t room, int max_slots, lwo
                 for (;;) {
                     size_t pick = m->n;
                     for (j = 0; j < m->n; j++)
-                        if (!cand[j] && m->sizes[j] <= cap - res && (pick == m->n || m->sizes[j] > m->sizes[pick])) pick = j;
+                        if (!cand[j] && !(m->must && m->must[j]) && m->sizes[j] <= cap - res && (pick == m->n || m->sizes[j] > m->sizes[pick])) pick = j;
                     if (pick == m->n || !m->sizes[pick]) break;
                     cand[pick] = 1;
                     res += m->sizes[pick];
@@ -4129,7 +4412,9 @@ LWO_DEF lwo_result lwo_plan_make(const lwo_plan_desc *desc, lwo_plan *out, char 
     if (!lwo__plan_spread(sizes, order, n)) { LWO_FREE(sizes); LWO_FREE(order); LWO_FREE(flags); LWO_FREE(best); return LWO_ERROR_OUT_OF_HOST_MEMORY; }
     {
         uint64_t room = desc->budget - desc->workspace;
-        if (total <= room) { /* all resident */
+        int any_must = 0;
+        for (i = 0; i < n; i++) if (desc->must_stream && desc->must_stream[i] && sizes[i]) any_must = 1;
+        if (total <= room && !any_must) { /* all resident */
             memset(best, 1, n);
             best_stream = 0; best_slot = 0; best_slots = 0;
         } else {
@@ -4139,6 +4424,8 @@ LWO_DEF lwo_result lwo_plan_make(const lwo_plan_desc *desc, lwo_plan *out, char 
                 uint64_t slot = sizes[order[k]], used = 0, left;
                 size_t nstreamed = n - k;
                 int slots, keep;
+                if (slot == 0) break;   /* only empty weights left */
+                if (k > 0 && desc->must_stream && desc->must_stream[order[k - 1]]) break;   /* it cannot be resident */
                 if (k > 0 && slot == sizes[order[k - 1]]) continue;
                 for (i = 0; i < k; i++) used += sizes[order[i]];
                 if (used > room) break;
@@ -4150,7 +4437,7 @@ LWO_DEF lwo_result lwo_plan_make(const lwo_plan_desc *desc, lwo_plan *out, char 
                 memset(flags, 0, n);
                 for (i = 0; i < k; i++) flags[order[i]] = 1;
                 for (i = k + 1; i < n; i++)
-                    if (sizes[order[i]] <= left) { flags[order[i]] = 1; left -= sizes[order[i]]; used += sizes[order[i]]; nstreamed--; }
+                    if (sizes[order[i]] <= left && !(desc->must_stream && desc->must_stream[order[i]])) { flags[order[i]] = 1; left -= sizes[order[i]]; used += sizes[order[i]]; nstreamed--; }
                 slots = (int)((room - used) / slot < (uint64_t)max_slots ? (room - used) / slot : (uint64_t)max_slots);
                 if ((size_t)slots > nstreamed) slots = (int)nstreamed;
                 if (total - used < best_stream || (total - used == best_stream && slots > best_slots)) {
@@ -4178,7 +4465,7 @@ LWO_DEF lwo_result lwo_plan_make(const lwo_plan_desc *desc, lwo_plan *out, char 
         void *scratch;
         size_t uses = desc->use_order ? desc->use_count : n;
         memset(&m, 0, sizeof m);
-        m.sizes = sizes; m.n = n; m.uses = uses; m.ms = desc->use_ms;
+        m.sizes = sizes; m.n = n; m.uses = uses; m.ms = desc->use_ms; m.must = desc->must_stream;
         m.bytes_per_ms = desc->h2d_GBps * 1e6;
         scratch = LWO_MALLOC((uses + 1) * (2 * sizeof(uint64_t) + 2 * sizeof(double) + sizeof(size_t)) + (n + 1) * (sizeof(long) + sizeof(uint32_t)));
         if (!scratch) { LWO_FREE(sizes); LWO_FREE(order); LWO_FREE(flags); LWO_FREE(best); return LWO_ERROR_OUT_OF_HOST_MEMORY; }
@@ -4654,24 +4941,30 @@ static lwo_result lwo__engine_xfer(lwo_context *ctx, lwo__engine *e, size_t star
     return LWO_SUCCESS;
 }
 
-LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes) {
+LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, const lwo_streaming_desc *desc) {
     lwo__engine *e;
     lwo_plan_desc pd;
     lwo_plan plan;
     lwo_result r;
-    uint64_t *sizes, forced = 0, free_bytes, ws_keep, split_keep;
+    lwo_streaming_desc zero;
+    lwo__reserve rv = { 0, 0 };
+    lwo_weight *w;
+    uint64_t *sizes, forced = 0, free_bytes, ws_keep, split_keep, reserve, largest = 0, need;
+    uint8_t *must;
     size_t i, n, ev0 = 0, ev1 = 0, demoted = 0;
     int k;
     char err[512];
     LWO__ENTER(ctx);
+    if (!desc) { memset(&zero, 0, sizeof zero); desc = &zero; }
     if ((r = lwo__engine_get(ctx, &e)) != 0) return r;
-    if (e->in_pass) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_streaming_plan inside a pass");
+    if (e->in_pass) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_streaming_plan inside a pass: end it first (lwo_pass_end, or lwo_pass_abort after a failed call)");
     if (e->capturing) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_streaming_plan inside a graph capture");
     LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
     for (k = 0; k < e->nstreams; k++) LWO__CU(ctx, cuStreamSynchronize(e->streams[k]));
-    /* start from nothing placed: resident storage, the ring and lwo_linear's workspace go back to
-       the arena, to be laid out again in one run (a workspace grown during a pass sits between the
-       last plan's blocks, and would split the room this plan counts on) */
+    /* start from nothing placed: resident storage, the ring, lwo_linear's workspace and the split
+       area go back to the arena, to be laid out again in one run (a workspace grown during a pass
+       sits between the last plan's blocks, and would split the room this plan counts on) */
+    ctx->planned = 0;
     lwo__engine_free_ring(ctx, e);
     for (i = 0; i < e->nitems; i++) {
         lwo__item *it = e->items[i];
@@ -4682,20 +4975,51 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
     if (ws_keep) { lwo__arena_free(ctx, ctx->ws_off, ctx->ws_size); ctx->ws_size = 0; }
     split_keep = ctx->split_size;
     if (split_keep) { lwo__arena_free(ctx, ctx->split_off, ctx->split_size); ctx->split_size = 0; }
+    /* what lwo_linear can need on these weights: reserved now, so that no call after the plan
+       finds the arena without room (declared rows; else what calls used so far, and at least a
+       chunk of 64 rows) */
+    for (w = ctx->weights; w; w = w->next) lwo__reserve_add(ctx, &rv, w->format, w->rows, w->cols, w->kpad, desc->max_rows);
+    if (!desc->max_rows) {
+        if (ws_keep > rv.ws) rv.ws = ws_keep;
+        rv.split = split_keep;
+    }
+    rv.ws = lwo__round_up(rv.ws, LWO__ALIGN);
+    reserve = rv.ws + rv.split + lwo__round_up(desc->free_bytes, LWO__ALIGN) + 64 * LWO__ALIGN; /* allocator rounding headroom */
     n = e->nitems;
-    sizes = (uint64_t *)LWO_MALLOC((n + 1) * sizeof *sizes);
+    sizes = (uint64_t *)LWO_MALLOC((n + 1) * (sizeof *sizes + 1));
     if (!sizes) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-    /* forced-resident items are placed first; the plan divides what is left among the others
-       (a forced-streamed item is planned with a size no budget can hold resident) */
-    for (i = 0; i < n; i++) if (e->items[i]->force == 1) forced += e->items[i]->total;
+    must = (uint8_t *)(sizes + n + 1);
+    /* forced-resident items are placed first; the plan divides what is left among the others */
+    for (i = 0; i < n; i++) {
+        lwo__item *it = e->items[i];
+        sizes[i] = (it->force == 1 || it->dead) ? 0 : it->total;
+        must[i] = it->force == 2;
+        if (it->force == 1 && !it->dead) forced += it->total;
+        else if (!it->dead && it->total > largest) largest = it->total;
+    }
     free_bytes = ctx->arena_size - ctx->arena_used;
-    for (i = 0; i < n; i++) sizes[i] = (e->items[i]->force == 1 || e->items[i]->dead) ? 0 : e->items[i]->total;
+    /* the smallest budget: what others hold, the forced weights, the reservation, and one slot of
+       the largest weight that may stream (everything else streaming through it) */
+    need = (ctx->arena_size - free_bytes) + forced + reserve + lwo__round_up(largest, LWO__ALIGN);
+    ctx->stats.plan_min_budget = need;
+    if (need > ctx->arena_size) {
+        LWO_FREE(sizes);
+        return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET,
+                         "lwo_streaming_plan: the budget of %llu bytes cannot hold a plan; the smallest that can is %llu bytes (%.1f MiB): "
+                         "%llu held by tensors and weights made outside the plan, %llu by weights marked resident, %llu for lwo_linear's "
+                         "workspace (max_rows %llu), %llu for the GEMMs' split area, %llu kept free (free_bytes), and a staging slot of %llu "
+                         "for the largest weight", (unsigned long long)ctx->arena_size, (unsigned long long)need, (double)need / 1048576.0,
+                         (unsigned long long)(ctx->arena_size - free_bytes), (unsigned long long)forced, (unsigned long long)rv.ws,
+                         (unsigned long long)desc->max_rows, (unsigned long long)rv.split, (unsigned long long)desc->free_bytes,
+                         (unsigned long long)largest);
+    }
     memset(&pd, 0, sizeof pd);
     pd.weight_bytes = sizes;
     pd.count = n;
-    pd.budget = free_bytes > forced ? free_bytes - forced : 0;
-    pd.workspace = workspace_bytes + ws_keep + split_keep + 64 * LWO__ALIGN; /* allocator rounding headroom */
+    pd.budget = free_bytes - forced;
+    pd.workspace = reserve;
     pd.max_slots = ctx->desc.max_slots;
+    pd.must_stream = must;
     /* a whole pass timed in the learned order, and a measured rate: the plan is timed against them */
     lwo__engine_harvest(ctx, e, 1, 0);
     if (e->order_known && e->profiled == e->norder && e->norder && e->h2d_GBps > 0) {
@@ -4706,26 +5030,15 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
     }
     e->xfer_busy_ms = 0;
     e->xfer_bytes = 0;
-    if (forced > free_bytes) { LWO_FREE(sizes); return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET, "weights marked resident need %llu bytes; %llu are free", (unsigned long long)forced, (unsigned long long)free_bytes); }
     r = lwo_plan_make(&pd, &plan, err, sizeof err);
-    if (r) { LWO_FREE(sizes); return lwo__fail(ctx, r, "streaming plan: %s", err); }
-    e->profiled = 0;   /* the next plan is timed against the passes that follow this one */
-    /* a forced-streamed item must not be resident even if it would fit */
-    for (i = 0; i < n; i++) if (e->items[i]->force == 2 && !e->items[i]->dead && plan.resident[i]) {
-        plan.resident[i] = 0;
-        if (plan.slots == 0 || e->items[i]->total > plan.slot_bytes) {
-            plan.slot_bytes = e->items[i]->total > plan.slot_bytes ? e->items[i]->total : plan.slot_bytes;
-            if (plan.slots == 0) plan.slots = 1;
-        }
-    }
     LWO_FREE(sizes);
+    if (r) return lwo__fail(ctx, r, "streaming plan: %s", err);
+    e->profiled = 0;   /* the next plan is timed against the passes that follow this one */
     ctx->stats.resident_bytes = 0;
-    /* the workspace, then the ring (the one large block), then the resident weights */
-    if (ws_keep) {
-        if ((r = lwo__arena_alloc(ctx, ws_keep, &ctx->ws_off, &ctx->ws_size, "lwo_linear's workspace")) != 0) { lwo_plan_free(&plan); return r; }
-    }
-    if (split_keep) {
-        if ((r = lwo__arena_alloc(ctx, split_keep, &ctx->split_off, &ctx->split_size, "the GEMMs' split area")) != 0 ||
+    /* the workspace and the split area, then the ring (the one large block), then the resident weights */
+    if (rv.ws && (r = lwo__arena_alloc(ctx, rv.ws, &ctx->ws_off, &ctx->ws_size, "lwo_linear's workspace")) != 0) { lwo_plan_free(&plan); return r; }
+    if (rv.split) {
+        if ((r = lwo__arena_alloc(ctx, rv.split, &ctx->split_off, &ctx->split_size, "the GEMMs' split area")) != 0 ||
             (r = lwo__split_zero(ctx, ctx->compute)) != 0) { lwo_plan_free(&plan); return r; }
         /* zeroed before a GEMM on any stream reads it */
         {
@@ -4762,6 +5075,9 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, uint64_t workspace_bytes
     }
     if ((r = lwo__engine_event(ctx, e, ctx->compute, &ev1)) != 0) { lwo_plan_free(&plan); return r; }
     e->live_max = 0;
+    ctx->planned = 1;
+    ctx->stats.plan_workspace_bytes = rv.ws;
+    ctx->stats.plan_split_bytes = rv.split;
     ctx->stats.ring_bytes = e->ring_bytes;
     ctx->stats.plan_predicted_ms = plan.predicted_ms;
     ctx->stats.plan_predicted_wait_ms = plan.predicted_wait_ms;
@@ -5030,11 +5346,22 @@ LWO_DEF lwo_result lwo_pass_begin(lwo_context *ctx) {
     return LWO_SUCCESS;
 }
 
+/* Releases every weight still acquired, after the work queued so far on the compute stream. */
+static lwo_result lwo__engine_release_all(lwo_context *ctx, lwo__engine *e) {
+    size_t i;
+    lwo_result r;
+    for (i = 0; i < e->nitems; i++)
+        if (e->items[i]->acquired && (r = lwo__item_release(ctx, e->items[i], ctx->compute)) != 0) return r;
+    return LWO_SUCCESS;
+}
+
 LWO_DEF lwo_result lwo_pass_end(lwo_context *ctx) {
     lwo__engine *e;
+    lwo_result r;
     LWO__ENTER(ctx);
     e = ctx->engine;
     if (!e || !e->in_pass) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_pass_end without lwo_pass_begin");
+    if ((r = lwo__engine_release_all(ctx, e)) != 0) return r;
     e->in_pass = 0;
     if (!e->capturing) {   /* the end of the pass's last use; with it, how many uses the pass had */
         size_t ev = 0;
@@ -5062,6 +5389,42 @@ LWO_DEF lwo_result lwo_pass_end(lwo_context *ctx) {
         ctx->stats.order_deviations++;
     }
     ctx->stats.passes++;
+    return LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_pass_abort(lwo_context *ctx) {
+    lwo__engine *e;
+    lwo__CUresult rc;
+    lwo_result r;
+    size_t i;
+    int k;
+    LWO__ENTER(ctx);
+    e = ctx->engine;
+    if (!e || (!e->in_pass && !e->capturing)) return LWO_SUCCESS;
+    if (e->capturing) {
+        lwo__CUgraph g = NULL;
+        /* the offload streams that joined the capture join back, so it can end (it is dropped) */
+        for (k = 0; k < e->nstreams; k++)
+            if (e->joined[k] && ctx->cu.cuEventRecord(e->fork, e->streams[k]) == 0) ctx->cu.cuStreamWaitEvent(ctx->compute, e->fork, 0);
+        rc = ctx->cu.cuStreamEndCapture(ctx->compute, &g);   /* the stream leaves capture mode either way */
+        if (g) ctx->cu.cuGraphDestroy(g);
+        (void)rc;
+        e->capturing = 0;
+        ctx->stats.bytes_streamed = e->cap_bytes0;
+        ctx->stats.transfers = e->cap_transfers0;
+        lwo__engine_forget_ring(e);   /* nothing captured ran */
+        for (i = 0; i < e->nitems; i++) e->items[i]->acquired = 0;
+    }
+    if (e->in_pass) {
+        e->in_pass = 0;
+        e->nlearning = 0;         /* a cut-short pass teaches no order */
+        e->pass_timing = 0;       /* and is no pass to time */
+    }
+    if ((r = lwo__engine_release_all(ctx, e)) != 0) return r;
+    /* the pass's marks lack their end: read what can be read, drop the rest (no profile) */
+    lwo__engine_harvest(ctx, e, 1, 0);
+    LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
+    for (k = 0; k < e->nstreams; k++) LWO__CU(ctx, cuStreamSynchronize(e->streams[k]));
     return LWO_SUCCESS;
 }
 
@@ -6466,17 +6829,6 @@ static void lwo__st_prep_free(lwo__st_prep *p) {
     memset(p, 0, sizeof *p);
 }
 
-/* The dtype lwo stores a weight of format `fmt` in. */
-static lwo_dtype lwo__st_format_dtype(lwo_format fmt) {
-    switch (fmt) {
-    case LWO_FORMAT_BF16: return LWO_DTYPE_BF16;
-    case LWO_FORMAT_F16: return LWO_DTYPE_F16;
-    case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E4M3_W8A8: return LWO_DTYPE_F8_E4M3;
-    case LWO_FORMAT_FP8_E5M2: return LWO_DTYPE_F8_E5M2;
-    default: return LWO_DTYPE_I8;
-    }
-}
-
 static int lwo__st_finite(float v) { return fabsf(v) <= 3.40282347e38f; }
 
 /* An aligned f32 copy of an F32 tensor whose every element is finite (and > 0 with positive). */
@@ -6595,7 +6947,7 @@ static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_
         p->d.data_dtype = LWO_DTYPE_I8;
         p->d.row_scales = p->owned_scales;
         p->d.smooth = p->owned_smooth;
-    } else if (fp8 && lwo__st_format_dtype(format) == fdt) {
+    } else if (fp8 && lwo__format_dtype(format) == fdt) {
         p->d.data = w->data;
         p->d.data_dtype = fdt;
         p->d.scale = scale;
@@ -6634,7 +6986,7 @@ static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_
         p->d.data_dtype = LWO_DTYPE_F32;
     }
     /* zero copy: the bytes the device stores are the file's bytes */
-    if (p->d.data == w->data && p->d.data_dtype == lwo__st_format_dtype(format) && K % LWO__KPAD == 0 &&
+    if (p->d.data == w->data && p->d.data_dtype == lwo__format_dtype(format) && K % LWO__KPAD == 0 &&
         placement != LWO_PLACE_RESIDENT) {
         const lwo__st_shard *s = &f->shards[w->shard];
         p->d.borrow_host = 1;

@@ -66,15 +66,26 @@ static void weight_shape(const bench_cfg *c, int i, uint64_t *rows, uint64_t *co
     default: *rows = D; *cols = D + H; return;
     }
 }
-static int weight_is_mod(const bench_cfg *c, int i) {
-    if (i < c->ndouble * DB_COUNT) return i % DB_COUNT == DB_IMG_MOD || i % DB_COUNT == DB_TXT_MOD;
-    return (i - c->ndouble * DB_COUNT) % SB_COUNT == SB_MOD;
-}
 
 static uint64_t r256(uint64_t v) { return (v + 255) / 256 * 256; }
-static uint64_t weight_bytes(uint64_t rows, uint64_t cols, lwo_format f) {
-    uint64_t kp = (cols + 63) / 64 * 64, el = f == LWO_FORMAT_BF16 ? 2 : 1;
-    return r256(rows * kp * el) + r256(rows * 4) + (f == LWO_FORMAT_BF16 ? 0 : r256(rows * 4));
+
+/* Weight i's desc: random bf16 data (the same numbers, shifted) and bias, stored as `format`. */
+static lwo_weight_desc weight_desc(const bench_cfg *c, int i, const uint16_t *rnd, lwo_format format) {
+    lwo_weight_desc wd;
+    memset(&wd, 0, sizeof wd);
+    weight_shape(c, i, &wd.rows, &wd.cols);
+    wd.data = rnd + (size_t)(i % 7) * 4096; wd.data_dtype = LWO_DTYPE_BF16;
+    wd.bias = rnd; wd.bias_dtype = LWO_DTYPE_BF16;
+    wd.format = format;
+    wd.placement = LWO_PLACE_AUTO;
+    return wd;
+}
+/* The plan: the workspace for x of up to T rows (every linear's x has at most the token rows). */
+static lwo_streaming_desc plan_desc(const bench *b) {
+    lwo_streaming_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.max_rows = (uint64_t)b->c.T;
+    return sd;
 }
 
 static lwo_result view(bench *b, const lwo_tensor *of, uint64_t byte_off, lwo_dtype dt, uint64_t rows, uint64_t cols, lwo_tensor **t) {
@@ -118,7 +129,7 @@ static lwo_result k_gelu(bench *b, const lwo_tensor *x, uint64_t rows, int cols,
 }
 
 /* One forward of the transformer: rows 0 .. Tt-1 of h are text, Tt .. T-1 image (Flux's order). */
-static lwo_result forward(bench *b) {
+static lwo_result forward_pass(bench *b) {
     const bench_cfg *c = &b->c;
     int i, s, D = c->D, H = c->mlp;
     uint64_t rows_s[2];
@@ -155,6 +166,12 @@ static lwo_result forward(bench *b) {
     }
     B_TRY(lwo_pass_end(b->ctx), "lwo_pass_end");
     return LWO_SUCCESS;
+}
+/* A forward whose failure leaves the context as it was before the pass (the next budget still runs). */
+static lwo_result forward(bench *b) {
+    lwo_result r = forward_pass(b);
+    if (r) lwo_pass_abort(b->ctx);
+    return r;
 }
 
 /* ---- setup ---- */
@@ -237,7 +254,8 @@ static void log_fn(void *user, lwo_log_level level, const char *msg) {
 static lwo_result bench_open(bench *b, const bench_cfg *c, const char *fmt, const uint16_t *rnd, int *verbose, double *h2d) {
     lwo_desc desc;
     lwo_device_info info;
-    uint64_t wb = 0, rows, cols;
+    uint64_t wb = 0;
+    lwo_weight_desc *wd;
     int i, cc;
     double t0 = dit_now_s();
     memset(b, 0, sizeof *b);
@@ -248,20 +266,19 @@ static lwo_result bench_open(bench *b, const bench_cfg *c, const char *fmt, cons
     desc.vram_budget = 64ull << 20;   /* a probe for the compute capability */
     B_TRY(lwo_create(&desc, &b->ctx), "lwo_create");
     lwo_device_info_get(b->ctx, &info);
-    lwo_destroy(b->ctx);
-    b->ctx = NULL;
     cc = info.cc_major * 10 + info.cc_minor;
     b->format = !strcmp(fmt, "bf16") ? LWO_FORMAT_BF16 : !strcmp(fmt, "int8") ? LWO_FORMAT_INT8 : !strcmp(fmt, "fp8-upcast") ? LWO_FORMAT_FP8_E4M3
               : cc >= 89 ? LWO_FORMAT_FP8_E4M3_W8A8 : LWO_FORMAT_FP8_E4M3;
+    /* lwo's own sizes: each weight's VRAM, and what a plan reserves for lwo_linear */
+    wd = (lwo_weight_desc *)calloc((size_t)b->nw, sizeof *wd);
+    if (!wd) return LWO_ERROR_OUT_OF_HOST_MEMORY;
     for (i = 0; i < b->nw; i++) {
-        uint64_t M = weight_is_mod(c, i) ? 1 : (uint64_t)c->T, kp, ws;
-        weight_shape(c, i, &rows, &cols);
-        kp = (cols + 63) / 64 * 64;
-        wb += weight_bytes(rows, cols, b->format);
-        ws = b->format == LWO_FORMAT_BF16 ? 0 : b->format == LWO_FORMAT_FP8_E4M3 ? r256(rows * kp * 2) : r256(M * kp) + M * 4;
-        if (ws > b->workspace) b->workspace = ws;
+        wd[i] = weight_desc(c, i, rnd, b->format);
+        wb += lwo_weight_device_bytes(&wd[i]);
     }
-    b->workspace = r256(b->workspace) + 256;
+    b->workspace = lwo_linear_workspace_bytes(b->ctx, wd, (size_t)b->nw, (uint64_t)c->T);
+    lwo_destroy(b->ctx);
+    b->ctx = NULL;
     b->act_bytes = activation_bytes(c);
     desc.max_slots = c->slots;
     /* room for everything resident, and 1 GiB for the bandwidth probe and lwo's rounding */
@@ -275,16 +292,10 @@ static lwo_result bench_open(bench *b, const bench_cfg *c, const char *fmt, cons
     b->w = (lwo_weight **)calloc((size_t)b->nw, sizeof *b->w);
     if (!b->w) return LWO_ERROR_OUT_OF_HOST_MEMORY;
     for (i = 0; i < b->nw; i++) {
-        lwo_weight_desc wd;
-        weight_shape(c, i, &rows, &cols);
-        memset(&wd, 0, sizeof wd);
-        wd.rows = rows; wd.cols = cols;
-        wd.data = rnd + (size_t)(i % 7) * 4096; wd.data_dtype = LWO_DTYPE_BF16;   /* the same random numbers, shifted */
-        wd.bias = rnd; wd.bias_dtype = LWO_DTYPE_BF16;
-        wd.format = b->format;
-        wd.placement = LWO_PLACE_AUTO;
-        B_TRY(lwo_weight_create(b->ctx, &wd, &b->w[i]), "lwo_weight_create");
+        lwo_result r = lwo_weight_create(b->ctx, &wd[i], &b->w[i]);
+        if (r) { free(wd); B_TRY(r, "lwo_weight_create"); }
     }
+    free(wd);
     B_TRY(bench_tensors(b), "tensors");
     B_TRY(lwo_tensor_upload(b->ctx, b->vec, rnd, (uint64_t)c->D * 2), "upload");
     {
@@ -310,6 +321,7 @@ typedef struct bench_row {
 static lwo_result bench_budget(bench *b, uint64_t budget, double h2d, bench_row *row) {
     lwo_memory_stats ms;
     lwo_stats st;
+    lwo_streaming_desc sd;
     lwo_tensor *ballast = NULL;
     lwo_graph *g = NULL;
     uint64_t shape[1];
@@ -322,13 +334,14 @@ static lwo_result bench_budget(bench *b, uint64_t budget, double h2d, bench_row 
         shape[0] = ms.budget - budget;
         B_TRY(lwo_tensor_create(b->ctx, LWO_DTYPE_U8, 1, shape, &ballast), "the ballast");
     }
-    B_TRY(lwo_streaming_plan(b->ctx, b->workspace), "lwo_streaming_plan");
+    sd = plan_desc(b);
+    B_TRY(lwo_streaming_plan(b->ctx, &sd), "lwo_streaming_plan");
     /* two passes: the first loads the GEMM modules, so its timings are not the GPU's alone */
     if (forward(b) || forward(b)) return LWO_ERROR_CUDA;
     B_TRY(lwo_stream_synchronize(b->ctx, NULL), "the warm-up passes");
     /* planned again, now timed against those passes: lwo knows each use's compute time and the rate
-       (and the workspace the pass grew is allocated, so none is kept aside) */
-    B_TRY(lwo_streaming_plan(b->ctx, 0), "lwo_streaming_plan");
+       */
+    B_TRY(lwo_streaming_plan(b->ctx, &sd), "lwo_streaming_plan");
     if (forward(b)) return LWO_ERROR_CUDA;
     B_TRY(lwo_stream_synchronize(b->ctx, NULL), "the warm-up pass");
     /* eager passes back to back: each one's last weights prefetch the next one's first */
@@ -341,7 +354,7 @@ static lwo_result bench_budget(bench *b, uint64_t budget, double h2d, bench_row 
     B_TRY(lwo_stats_get(b->ctx, &st), "lwo_stats_get");
     row->wait_frac = (st.wait_ms - wait0) / 1000.0 / b->c.steps / row->s_eager;
     B_TRY(lwo_graph_capture_begin(b->ctx), "lwo_graph_capture_begin");
-    if (forward(b)) { lwo_graph_capture_end(b->ctx, &g); lwo_graph_destroy(b->ctx, g); return LWO_ERROR_CUDA; }
+    if (forward(b)) return LWO_ERROR_CUDA;   /* forward ended the pass and the capture */
     B_TRY(lwo_graph_capture_end(b->ctx, &g), "lwo_graph_capture_end");
     b->graph_bytes = lwo_graph_bytes_streamed(g);
     t0 = dit_now_s();

@@ -659,32 +659,6 @@ static lwo_format storage_format(const char *s, int cc) {
 
 static uint64_t round256(uint64_t v) { return (v + 255) / 256 * 256; }
 
-/* Device bytes of one weight as lwo stores it (K padded to 64; bias f32; scales), rounded as its
-   arena rounds -- an estimate for the budget only; lwo's own accounting is exact. */
-static uint64_t weight_device_bytes(const dit_lin *l, lwo_format f) {
-    uint64_t kp = (l->cols + 63) / 64 * 64, el = (f == LWO_FORMAT_BF16 || f == LWO_FORMAT_F16) ? 2 : 1;
-    uint64_t sc = (f == LWO_FORMAT_INT8 || f == LWO_FORMAT_FP8_E4M3_W8A8) ? l->rows * 4 : (f == LWO_FORMAT_BF16 ? 0 : 4);
-    return round256(l->rows * kp * el) + round256(l->rows * 4) + (sc ? round256(sc) : 0);
-}
-
-/* The workspace lwo_linear takes for one call (mirrors its documented use: x padded to K % 8, fp8
-   weights upcast, W8A8 activations quantized), for x of M rows. */
-static uint64_t linear_workspace(const dit_lin *l, lwo_format f, uint64_t M) {
-    uint64_t kp = (l->cols + 63) / 64 * 64, pad = (l->cols % 8) ? M * kp * 2 : 0;
-    switch (f) {
-    case LWO_FORMAT_BF16: case LWO_FORMAT_F16: return pad;
-    case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E5M2: return round256(l->rows * kp * 2) + pad;
-    default: return round256(M * kp) + M * 4;
-    }
-}
-
-static uint64_t lin_rows_of_x(const dit_file *df, int i, uint64_t Bt, uint64_t M) {
-    const dit_arch *a = &df->a;
-    if (i == DIT_L_T0 || i == DIT_L_T2 || i == dit_lin_fada(a)) return Bt;
-    if (i >= DIT_L_BLOCK0 && i < dit_lin_fada(a) && (i - DIT_L_BLOCK0) % DIT_B_COUNT == DIT_B_ADA) return Bt;
-    return M;
-}
-
 /* Activation tensors, in the order dit_gpu_alloc makes them. */
 static uint64_t activation_bytes(const dit_arch *a, uint64_t N, uint64_t Bt) {
     uint64_t M = Bt * a->T, D = (uint64_t)a->D, wide = (uint64_t)(a->mlp > 3 * a->D ? a->mlp : 3 * a->D);
@@ -695,10 +669,8 @@ static uint64_t activation_bytes(const dit_arch *a, uint64_t N, uint64_t Bt) {
            round256(M * 3 * D * 2);
 }
 
-/* THE place a checkpoint tensor becomes an lwo weight, with its bias. When
-   lwo_safetensors_load_weight(ctx, f, weight_name, format, placement, &w) lands, this body becomes
-   that one call. */
-static lwo_result dit_weight_load(lwo_context *ctx, const dit_lin *l, lwo_format format, lwo_placement placement, lwo_weight **out) {
+/* The desc of a linear's weight: the checkpoint's bf16 data and bias, stored as `format`. */
+static lwo_weight_desc dit_weight_desc(const dit_lin *l, lwo_format format, lwo_placement placement) {
     lwo_weight_desc wd;
     memset(&wd, 0, sizeof wd);
     wd.rows = l->rows; wd.cols = l->cols;
@@ -706,7 +678,7 @@ static lwo_result dit_weight_load(lwo_context *ctx, const dit_lin *l, lwo_format
     wd.bias = l->b; wd.bias_dtype = LWO_DTYPE_BF16;
     wd.format = format;
     wd.placement = (int)placement;
-    return lwo_weight_create(ctx, &wd, out);
+    return wd;
 }
 
 #define DIT_TRY(call, what) do { lwo_result dit__r = (call); if (dit__r) { \
@@ -753,18 +725,24 @@ static lwo_result dit_gpu_open(dit_gpu *g, const dit_file *df, const dit_opts *o
     r = lwo_create(&desc, &g->ctx);
     if (r) { fprintf(stderr, "diffuse: lwo_create failed: %s\n  %s\n  (--cpu runs the CPU reference sampler without a GPU)\n", lwo_result_string(r), lwo_last_error(g->ctx)); return r; }
     lwo_device_info_get(g->ctx, &info);
-    lwo_destroy(g->ctx);
-    g->ctx = NULL;
     cc = info.cc_major * 10 + info.cc_minor;
     g->cc = cc;
     g->format = storage_format(o->storage, cc);
-    for (i = 0; i < df->nlin; i++) {
-        uint64_t b = weight_device_bytes(&df->lin[i], g->format), ws = linear_workspace(&df->lin[i], g->format, lin_rows_of_x(df, i, (uint64_t)g->Bt, g->M));
-        wbytes += b;
-        if (b > largest) largest = b;
-        if (ws > g->workspace) g->workspace = ws;
+    {   /* lwo's own sizes: each weight's VRAM, and what a plan reserves for lwo_linear on all of them */
+        lwo_weight_desc *wd = (lwo_weight_desc *)calloc((size_t)df->nlin, sizeof *wd);
+        if (!wd) { lwo_destroy(g->ctx); g->ctx = NULL; return LWO_ERROR_OUT_OF_HOST_MEMORY; }
+        for (i = 0; i < df->nlin; i++) {
+            uint64_t b;
+            wd[i] = dit_weight_desc(&df->lin[i], g->format, LWO_PLACE_AUTO);
+            b = lwo_weight_device_bytes(&wd[i]);
+            wbytes += b;
+            if (b > largest) largest = b;
+        }
+        g->workspace = lwo_linear_workspace_bytes(g->ctx, wd, (size_t)df->nlin, g->M);
+        free(wd);
     }
-    g->workspace = round256(g->workspace) + 256;
+    lwo_destroy(g->ctx);
+    g->ctx = NULL;
     act = activation_bytes(a, (uint64_t)N, (uint64_t)g->Bt);
     /* auto: activations + workspace + the ring (4 slots of the largest weight) + a quarter of the
        weights (+ 512 KiB for lwo's own rounding and scratch): most weights stream */
@@ -783,7 +761,8 @@ static lwo_result dit_gpu_open(dit_gpu *g, const dit_file *df, const dit_opts *o
     g->w = (lwo_weight **)calloc((size_t)df->nlin, sizeof *g->w);
     if (!g->w) return LWO_ERROR_OUT_OF_HOST_MEMORY;
     for (i = 0; i < df->nlin; i++) {
-        r = dit_weight_load(g->ctx, &df->lin[i], g->format, LWO_PLACE_AUTO, &g->w[i]);
+        lwo_weight_desc wd = dit_weight_desc(&df->lin[i], g->format, LWO_PLACE_AUTO);
+        r = lwo_weight_create(g->ctx, &wd, &g->w[i]);
         if (r) { fprintf(stderr, "diffuse: weight %s: %s\n  %s\n", df->lin[i].name, lwo_result_string(r), lwo_last_error(g->ctx)); return r; }
     }
     DIT_TRY(tensor2(g, LWO_DTYPE_F32, (uint64_t)N * a->C * a->img * a->img, 0, &g->x), "allocating the state");
@@ -811,7 +790,12 @@ static lwo_result dit_gpu_open(dit_gpu *g, const dit_file *df, const dit_opts *o
     DIT_TRY(view2(g, g->mod, LWO_DTYPE_F32, (uint64_t)g->Bt, 2 * D, &g->v_mod2), "a view");
     DIT_TRY(lwo_tensor_upload(g->ctx, g->pos, df->pos, (uint64_t)a->T * D * 2), "uploading pos_embed");
     DIT_TRY(lwo_tensor_upload(g->ctx, g->ytab, df->ytab, ((uint64_t)a->classes + 1) * D * 2), "uploading the class table");
-    DIT_TRY(lwo_streaming_plan(g->ctx, g->workspace), "lwo_streaming_plan");
+    {
+        lwo_streaming_desc sd;
+        memset(&sd, 0, sizeof sd);
+        sd.max_rows = g->M;   /* the largest x of any linear: the token rows */
+        DIT_TRY(lwo_streaming_plan(g->ctx, &sd), "lwo_streaming_plan");
+    }
     return LWO_SUCCESS;
 }
 
@@ -926,12 +910,15 @@ static lwo_result dit_gpu_capture(dit_gpu *g, const float *x0, const int *labels
     DIT_TRY(dit_gpu_reset(g, x0, labels), "reset");
     if (dit_gpu_step(g) || dit_gpu_step(g)) return LWO_ERROR_CUDA;   /* the first loads the modules: its timings are the host's */
     DIT_TRY(lwo_stream_synchronize(g->ctx, NULL), "the warm-up steps");
-    /* planned again, timed against the warm-up steps (each use's compute time, the copy rate); the
-       workspace the steps grew is allocated now, so none is kept aside */
-    DIT_TRY(lwo_streaming_plan(g->ctx, 0), "lwo_streaming_plan");
+    {   /* planned again, timed against the warm-up steps (each use's compute time, the copy rate) */
+        lwo_streaming_desc sd;
+        memset(&sd, 0, sizeof sd);
+        sd.max_rows = g->M;
+        DIT_TRY(lwo_streaming_plan(g->ctx, &sd), "lwo_streaming_plan");
+    }
     DIT_TRY(dit_gpu_reset(g, x0, labels), "reset");
     DIT_TRY(lwo_graph_capture_begin(g->ctx), "lwo_graph_capture_begin");
-    if (dit_gpu_step(g)) { lwo_graph *junk = NULL; lwo_graph_capture_end(g->ctx, &junk); lwo_graph_destroy(g->ctx, junk); return LWO_ERROR_CUDA; }
+    if (dit_gpu_step(g)) { lwo_pass_abort(g->ctx); return LWO_ERROR_CUDA; }   /* ends the pass and the capture */
     DIT_TRY(lwo_graph_capture_end(g->ctx, graph), "lwo_graph_capture_end");
     g->graph_bytes = lwo_graph_bytes_streamed(*graph);
     return LWO_SUCCESS;

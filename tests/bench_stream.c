@@ -238,6 +238,7 @@ static void run(lwo_format fmt, const char *fname, double frac, double bw, doubl
     lwo_desc d;
     stack s;
     lwo_stats st, st0;
+    lwo_streaming_desc sd;
     memset(&st0, 0, sizeof st0);
     memset(&st, 0, sizeof st);
     uint64_t xs[2] = { M, H }, ts[2] = { M, 4 * H }, vs[2] = { M, H }, qs[2] = { M, 3 * H }, ws_bytes, stack_bytes = 0, budget, minimum, largest = 0;
@@ -288,11 +289,13 @@ static void run(lwo_format fmt, const char *fname, double frac, double bw, doubl
         lwo_tensor_upload(ctx, s.x, hx, n * 2);
         free(hx);
     }
-    if (lwo_streaming_plan(ctx, ws_bytes)) die("lwo_streaming_plan");
+    memset(&sd, 0, sizeof sd);
+    sd.max_rows = M;   /* every linear's x has M rows */
+    if (lwo_streaming_plan(ctx, &sd)) die("lwo_streaming_plan");
     /* one pass teaches lwo the order and each use's compute time; the plan made again is timed
        against them */
     if (forward(&s) || forward(&s) || lwo_stream_synchronize(ctx, NULL)) die("forward");   /* the first loads modules */
-    if (lwo_streaming_plan(ctx, 0)) die("lwo_streaming_plan");   /* the workspace is allocated now */
+    if (lwo_streaming_plan(ctx, &sd)) die("lwo_streaming_plan");
     lwo_stats_get(ctx, &st0);
     ms = time_forward(&s, 5, NULL);
     lwo_stats_get(ctx, &st);

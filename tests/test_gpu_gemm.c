@@ -70,7 +70,10 @@ static void run_case_ex(lwo_format fmt, lwo_dtype yt, int with_bias, int with_sm
     }
     if (streamed) {
         CHECK(info.host_home != LWO_HOME_NONE, "a STREAMED weight has a host home");
-        r = lwo_streaming_plan(ctx, M * kp + M * 4 + (1u << 20));
+        lwo_streaming_desc sd;
+        memset(&sd, 0, sizeof sd);
+        sd.max_rows = M;
+        r = lwo_streaming_plan(ctx, &sd);
         CHECK(r == LWO_SUCCESS, "lwo_streaming_plan: %s", lwo_last_error(ctx));
         if (r) goto out;
     }

@@ -564,7 +564,12 @@ static void run_streamed(lwo_safetensors **files, int passes) {
     CHECK(!ok || (nregs == (size_t)nzc_files && refs == (size_t)zc), "one registration per file with zero-copy weights (%zu of %d), one count per weight (%zu of %d)",
           nregs, nzc_files, refs, zc);
     if (ok) {
-        lwo_result r = lwo_streaming_plan(ctx, WS);
+        lwo_streaming_desc sd;
+        lwo_result r;
+        memset(&sd, 0, sizeof sd);
+        sd.max_rows = M;
+        sd.free_bytes = WS;
+        r = lwo_streaming_plan(ctx, &sd);
         CHECK(r == LWO_SUCCESS, "plan under %llu bytes: %s", (unsigned long long)budget, lwo_last_error(ctx));
         if (r) ok = 0;
     }
