@@ -79,7 +79,7 @@ venv: $(VENV)/.ok
 
 # ---- make test: everything that runs without a GPU ---------------------------------------------
 test: check-embed $(B)/hello $(B)/hello-clang $(B)/hello-cxx $(B)/diffuse $(B)/diffuse-clang $(B)/diffuse-cxx $(B)/bench_dit $(B)/test_dit_kernels $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/dump_codecs $(VENV)/.ok
-	LWO_CACHE_DIR=$(B)/cache LWO_PY=$(VPY) tests/run.sh $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/test_dit_kernels tests/check_mldtypes.sh tests/check_hello_nogpu.sh tests/check_diffuse.sh tests/check_safetensors_py.sh tests/check_fuzz_safetensors.sh tests/check_bench_gemm_table.sh
+	LWO_CACHE_DIR=$(B)/cache LWO_PY=$(VPY) tests/run.sh $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/test_dit_kernels tests/check_mldtypes.sh tests/check_hello_nogpu.sh tests/check_diffuse.sh tests/check_safetensors_py.sh tests/check_fuzz_safetensors.sh tests/check_bench_gemm_table.sh tests/check_gpu_stamp.sh
 
 # ---- GPU machine -------------------------------------------------------------------------------
 GPU_CFLAGS := -std=c99 -O2 -g $(WARN) -Wno-overlength-strings
@@ -95,11 +95,13 @@ $(B)/test_gpu_graphs: tests/test_gpu_graphs.c tests/check.h $(HDR) | $(B)
 	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
 $(B)/test_gpu_safetensors: tests/test_gpu_safetensors.c tests/check.h $(HDR) | $(B)
 	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
+$(B)/test_gpu_plan: tests/test_gpu_plan.c tests/check.h $(HDR) | $(B)
+	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
 $(B)/bench_gemm: tests/bench_gemm.c $(HDR) | $(B)
 	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
 $(B)/bench_stream: tests/bench_stream.c $(HDR) | $(B)
 	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
-GPU_TESTS := $(B)/test_gpu $(B)/test_gpu_gemm $(B)/test_gpu_graphs $(B)/test_gpu_stream $(B)/test_gpu_safetensors
+GPU_TESTS := $(B)/test_gpu $(B)/test_gpu_gemm $(B)/test_gpu_graphs $(B)/test_gpu_stream $(B)/test_gpu_safetensors $(B)/test_gpu_plan
 GPU_BINS  := $(GPU_TESTS) $(B)/hello $(B)/diffuse $(B)/bench_dit $(B)/bench $(B)/bench_gemm $(B)/bench_stream
 gpu-build: $(GPU_BINS)
 test-gpu: $(GPU_BINS)
@@ -161,3 +163,8 @@ fuzz-safetensors: $(B)/fuzz_safetensors
 	mkdir -p $(B)/fuzz-work/safetensors
 	$(B)/fuzz_safetensors -max_total_time=$${LWO_FUZZ_TIME:-300} -max_len=4096 $(B)/fuzz-work/safetensors tests/corpus/safetensors
 .PHONY: fuzz-safetensors
+
+# ---- make gpu-check: build, GPU tests, sanitizers, the demo, every benchmark; one table; the stamp ----
+gpu-check:
+	bash tests/gpu_check.sh
+.PHONY: gpu-check

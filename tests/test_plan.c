@@ -12,7 +12,7 @@ static int plan_valid(const lwo_plan_desc *d, const lwo_plan *p) {
     uint64_t res = 0, str = 0;
     for (i = 0; i < d->count; i++) {
         uint64_t sz = (d->weight_bytes[i] + 255) / 256 * 256;
-        if (p->resident[i]) res += sz;
+        if (p->resident[i]) { res += sz; if (d->must_stream && d->must_stream[i]) return 0; }
         else { str += sz; if (sz > p->slot_bytes) return 0; }
     }
     if (res != p->resident_bytes || str != p->streamed_bytes) return 0;
@@ -256,6 +256,143 @@ static void test_pool_compaction(void) {
     }
 }
 
+/* A plan keeps every weight marked must_stream out of the resident set, whichever planner made it,
+   and its slots take each of them. */
+static void must_stream_tests(void) {
+    static uint64_t w[64];
+    static float ms[64];
+    static uint8_t must[64];
+    lwo_plan_desc d;
+    lwo_plan p;
+    char err[512];
+    int it, bad = 0, failed = 0, timed;
+    for (it = 0; it < 1500; it++) {
+        size_t n = 1 + check_rand_u64() % 24, i;
+        uint64_t all = 0, mx = 0;
+        for (i = 0; i < n; i++) {
+            w[i] = 256 * (1 + check_rand_u64() % 256);
+            must[i] = check_rand_uniform() < 0.3;
+            ms[i] = (float)(check_rand_uniform() * 0.2);
+            all += w[i]; if (w[i] > mx) mx = w[i];
+        }
+        for (timed = 0; timed < 2; timed++) {
+            memset(&d, 0, sizeof d);
+            d.weight_bytes = w; d.count = n; d.workspace = 256 * (check_rand_u64() % 8); d.max_slots = (int)(check_rand_u64() % 5);
+            d.budget = d.workspace + mx + check_rand_u64() % (all + 1);
+            d.must_stream = must;
+            if (timed) { d.use_ms = ms; d.h2d_GBps = 0.5 + check_rand_uniform() * 50; }
+            if (lwo_plan_make(&d, &p, err, sizeof err) != LWO_SUCCESS) { failed++; continue; }
+            if (!plan_valid(&d, &p)) bad++;
+            for (i = 0; i < n; i++) if (must[i] && (p.resident[i] || w[i] > p.slot_bytes || !p.slots)) bad++;
+            lwo_plan_free(&p);
+        }
+    }
+    CHECK(failed == 0, "%d plans with weights that must stream failed at a budget that holds the largest", failed);
+    CHECK(bad == 0, "%d plans kept a weight that must stream resident, or left it no slot", bad);
+    /* all would fit, but one must stream: a ring for it, the rest resident */
+    {
+        uint64_t wb[3] = { 4096, 8192, 2048 };
+        uint8_t m3[3] = { 0, 0, 1 };
+        memset(&d, 0, sizeof d);
+        d.weight_bytes = wb; d.count = 3; d.budget = 1 << 20; d.must_stream = m3;
+        CHECK_EQ_INT(lwo_plan_make(&d, &p, err, sizeof err), LWO_SUCCESS);
+        CHECK(p.resident[0] && p.resident[1] && !p.resident[2] && p.slots >= 1 && p.slot_bytes >= 2048 && p.streamed_bytes == 2048,
+              "one weight must stream: resident %d %d %d, %d slots of %llu", p.resident[0], p.resident[1], p.resident[2], p.slots,
+              (unsigned long long)p.slot_bytes);
+        lwo_plan_free(&p);
+    }
+}
+
+/* lwo_linear's reservation (what lwo_streaming_plan reserves), computed on the CPU for a context
+   that says it is an H200 (132 multiprocessors, sm_90a): the workspace by hand, the row chunks,
+   which shapes split, and that the reservation covers every call up to the declared rows. */
+static void reserve_tests(void) {
+    static lwo_context fake;
+    lwo__reserve rv;
+    lwo_weight_desc wd;
+    uint64_t M, rows;
+    int i, bad = 0;
+    memset(&fake, 0, sizeof fake);
+    fake.info.sm_count = 132;
+    snprintf(fake.info.arch, sizeof fake.info.arch, "sm_90a");
+    /* the workspace by hand: W8A8 codes at 256-byte granularity then f32 scales; the upcast weight;
+       x padded to kpad when K % 8 != 0 */
+    CHECK_EQ_INT(lwo__linear_ws(LWO_FORMAT_INT8, 100, 300, 256, 0), 25600 + 400);
+    CHECK_EQ_INT(lwo__linear_ws(LWO_FORMAT_FP8_E4M3_W8A8, 3, 300, 64, 0), 256 + 12);
+    CHECK_EQ_INT(lwo__linear_ws(LWO_FORMAT_FP8_E4M3, 100, 300, 256, 0), 153600);
+    CHECK_EQ_INT(lwo__linear_ws(LWO_FORMAT_FP8_E5M2, 10, 3, 64, 1), 512 + 10 * 64 * 2);
+    CHECK_EQ_INT(lwo__linear_ws(LWO_FORMAT_BF16, 100, 300, 256, 0), 0);
+    CHECK_EQ_INT(lwo__linear_ws(LWO_FORMAT_F16, 100, 300, 256, 1), 100 * 256 * 2);
+    /* row chunks: all rows when they fit, else whole 64-row chunks, the most that fit */
+    for (i = 0; i < 3000; i++) {
+        static const lwo_format fs[4] = { LWO_FORMAT_INT8, LWO_FORMAT_FP8_E4M3_W8A8, LWO_FORMAT_FP8_E4M3, LWO_FORMAT_BF16 };
+        lwo_format f = fs[i % 4];
+        uint64_t N = 1 + check_rand_u64() % 5000, Kp = 64 * (1 + check_rand_u64() % 200), bytes = check_rand_u64() % (64ull << 20);
+        int pad = (int)(check_rand_u64() % 2);
+        M = 1 + check_rand_u64() % 20000;
+        rows = lwo__linear_rows(f, M, N, Kp, pad, bytes);
+        if (rows == M) { if (lwo__linear_ws(f, M, N, Kp, pad) > bytes) bad++; continue; }
+        if (rows % 64 || rows > M || (rows && lwo__linear_ws(f, rows, N, Kp, pad) > bytes) ||
+            (rows + 64 < M && lwo__linear_ws(f, rows + 64, N, Kp, pad) <= bytes) || (!rows && lwo__linear_ws(f, 64 < M ? 64 : M, N, Kp, pad) <= bytes))
+            bad++;
+    }
+    CHECK(bad == 0, "%d row-chunk sizes wrong", bad);
+    /* which GEMMs split (the default: 16 or more whole rounds with a part-empty last one) */
+    CHECK(lwo__linear_splits(&fake, LWO_FORMAT_INT8, 8192, 8192, 8192, 8192) == 1, "int8 8192^3 splits: 31 rounds");
+    CHECK(lwo__linear_splits(&fake, LWO_FORMAT_INT8, 4608, 3072, 3072, 3072) == 0, "int8 4608 x 3072 x 3072 does not: 6.55 rounds");
+    CHECK(lwo__linear_splits(&fake, LWO_FORMAT_BF16, 8192, 8192, 8192, 8192) == 0, "a bf16 weight with K a multiple of 8 uses no workspace: never");
+    CHECK(lwo__linear_splits(&fake, LWO_FORMAT_FP8_E4M3, 8192, 8192, 8192, 8192) == 1, "an upcast weight splits where its GEMM would");
+    fake.desc.gemm_split = -1;
+    CHECK(lwo__linear_splits(&fake, LWO_FORMAT_INT8, 8192, 8192, 8192, 8192) == 0, "gemm_split -1: never");
+    fake.desc.gemm_split = 8;
+    CHECK(lwo__linear_splits(&fake, LWO_FORMAT_INT8, 256, 640, 256, 256) == 1, "gemm_split 8: a small shape splits");
+    fake.desc.gemm_split = 0;
+    snprintf(fake.info.arch, sizeof fake.info.arch, "sm_89");
+    CHECK(lwo__linear_splits(&fake, LWO_FORMAT_INT8, 8192, 8192, 8192, 8192) == 0, "only the Hopper GEMMs split");
+    snprintf(fake.info.arch, sizeof fake.info.arch, "sm_90a");
+    /* the reservation covers every call up to max_rows: each M's workspace, and the split area
+       whenever that M's GEMM (the tile lwo__gemm_wg picks, and its rounds) would split */
+    bad = 0;
+    for (i = 0; i < 300; i++) {
+        static const lwo_format fs[6] = { LWO_FORMAT_BF16, LWO_FORMAT_F16, LWO_FORMAT_FP8_E4M3, LWO_FORMAT_FP8_E5M2, LWO_FORMAT_INT8, LWO_FORMAT_FP8_E4M3_W8A8 };
+        lwo_format f = fs[i % 6];
+        uint64_t N = 64 + check_rand_u64() % 12000, K = 8 + check_rand_u64() % 12000, Kp = lwo__kpad(K, 0), max_rows = 1 + check_rand_u64() % 9000, j;
+        int pad = K % 8 != 0;
+        fake.desc.gemm_split = i % 3 == 0 ? (int)(4 + check_rand_u64() % 40) : 0;
+        rv.ws = rv.split = 0;
+        lwo__reserve_add(&fake, &rv, f, N, K, Kp, max_rows);
+        for (j = 0; j < 40; j++) {
+            const lwo__wg_tile *t;
+            uint64_t first, akb = lwo__format_w8a8(f) ? Kp : (pad ? Kp : K) * 2;
+            int uses_ws = lwo__format_w8a8(f) || lwo__format_upcast(f) || pad;
+            M = j == 0 ? max_rows : 1 + check_rand_u64() % max_rows;
+            if (lwo__linear_ws(f, M, N, Kp, pad) > rv.ws) bad++;
+            t = lwo__gemm_wg_tile(&fake, M, N, akb, uses_ws);
+            lwo__wg_rounds(&fake, t, lwo__wg_units(t, M, N), lwo__wg_slots(&fake, t), (akb + t->bk - 1) / t->bk, uses_ws, &first);
+            if (first < lwo__wg_units(t, M, N) && rv.split != lwo__split_bytes(&fake)) bad++;
+        }
+    }
+    fake.desc.gemm_split = 0;
+    CHECK(bad == 0, "%d calls up to max_rows need more than the reservation", bad);
+    /* no rows declared: a chunk of 64 rows, whatever the calls will be */
+    rv.ws = rv.split = 0;
+    lwo__reserve_add(&fake, &rv, LWO_FORMAT_INT8, 3072, 3072, 3072, 0);
+    CHECK(rv.ws == 64 * 3072 + 256 && rv.split == 0, "max_rows 0: one chunk, %llu bytes", (unsigned long long)rv.ws);
+    /* a weight's VRAM by hand: data [N, kpad] as stored, scales, bias, smooth, each 256-byte rounded */
+    memset(&wd, 0, sizeof wd);
+    wd.rows = 300; wd.cols = 200; wd.format = LWO_FORMAT_INT8;
+    CHECK_EQ_INT(lwo_weight_device_bytes(&wd), 300 * 256 + 1280);
+    wd.bias = &wd; wd.smooth = (const float *)&wd;
+    CHECK_EQ_INT(lwo_weight_device_bytes(&wd), 300 * 256 + 1280 + 1280 + 1024);
+    wd.format = LWO_FORMAT_BF16; wd.bias = NULL; wd.smooth = NULL; wd.hadamard = 128;
+    CHECK_EQ_INT(lwo_weight_device_bytes(&wd), 300 * 256 * 2);
+    wd.format = LWO_FORMAT_FP8_E5M2; wd.hadamard = 0; wd.cols = 64;
+    CHECK_EQ_INT(lwo_weight_device_bytes(&wd), 300 * 64 + 256);
+    wd.hadamard = 3;
+    CHECK_EQ_INT(lwo_weight_device_bytes(&wd), 0);
+    CHECK_EQ_INT(lwo_weight_device_bytes(NULL), 0);
+}
+
 int main(void) {
     char err[512];
     lwo_plan p;
@@ -338,5 +475,7 @@ int main(void) {
         lwo_plan_free(&p);
     }
     timed_tests();
+    must_stream_tests();
+    reserve_tests();
     return CHECK_SUMMARY();
 }

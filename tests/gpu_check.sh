@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# make gpu-check: the whole GPU truth in one run, ending with one table (each part, pass/fail, its
+# seconds and headline figures) and, when every part passed, the stamp tests/gpu-verified.txt
+# (tests/gpu_stamp.py). Exits non-zero when any part failed. Parts:
+#   build       every GPU program (make gpu-build)
+#   test_gpu*   the GPU test programs, each against its CPU references
+#   sanitizer   compute-sanitizer memcheck and racecheck of the quick streaming test
+#   demo        make demo: hello, then the diffusion demo under its default budget; the PNG written
+#               and every class of its images classified as that class by >= 80% (tests/score_demo.sh)
+#   bench-dit   the Flux-sized step, every storage format under 8 GiB and resident (2 steps each)
+#   bench       make bench: the memory-bound kernels against the copy ceiling; cold and warm starts
+#   bench-gemm  make bench-gemm: lwo's GEMMs beside PyTorch's (and Triton's) in one run
+#   bench-stream  make bench-stream, quick: the streamed stack beside PyTorch's prefetch
+# GPU_CHECK_PARTS picks some (space separated; the stamp is written only for a run of all of them).
+# Logs go to $OUT (or build/out). The cubin cache is build/lwo-cache (make warm-cache fills it on a
+# machine without the GPU, so a cold GPU machine need not compile).
+set -u
+export PYTHONUNBUFFERED=1
+O=${OUT:-build/out}; mkdir -p "$O" build
+export LWO_CACHE_DIR=${LWO_CACHE_DIR:-$PWD/build/lwo-cache}
+ALL="build tests sanitizer demo bench-dit bench bench-gemm bench-stream"
+PARTS=${GPU_CHECK_PARTS:-$ALL}
+T0=$(date +%s)
+TABLE="| part | result | seconds | headline |"$'\n'"| --- | --- | --- | --- |"$'\n'
+nfail=0
+has() { case " $PARTS " in *" $1 "*) return 0;; esac; return 1; }
+row() {  # part PASS|FAIL seconds headline
+  TABLE+="| $1 | $2 | $3 | $4 |"$'\n'
+  printf '%-14s %-4s %5ss  %s\n' "$1" "$2" "$3" "$4"
+  [ "$2" = PASS ] || nfail=$((nfail + 1))
+}
+# run NAME TIMEOUT LOG CMD...: the command under a timeout, its output in LOG; sets rc and secs
+run() {
+  local name=$1 t=$2 log=$3; shift 3
+  local s=$(date +%s)
+  echo "== $name"
+  timeout "$t" "$@" >"$log" 2>&1; rc=$?
+  secs=$(( $(date +%s) - s ))
+  [ $rc -eq 124 ] && echo "  timed out after ${t}s" >>"$log"
+}
+gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1)
+echo "gpu: ${gpu:-none}; parts: $PARTS"
+
+if has build; then
+  run build 300 "$O/build.log" make -s -j16 gpu-build build/warm_cache
+  [ $rc -eq 0 ] && row build PASS $secs "$(ls build/test_gpu* | grep -vc '\.') GPU test programs and the benches" \
+                || { row build FAIL $secs "$(tail -n 3 "$O/build.log" | tr '\n|' ' /')"; }
+fi
+if has tests; then
+  for t in test_gpu test_gpu_gemm test_gpu_graphs test_gpu_stream test_gpu_safetensors test_gpu_plan; do
+    run $t 240 "$O/$t.log" build/$t
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$O/$t.log" | tail -n 1)
+    if [ $rc -eq 0 ] && [ -n "$line" ]; then row $t PASS $secs "$line"
+    else row $t FAIL $secs "exit $rc: ${line:-no summary} $(grep -m 2 '^FAIL' "$O/$t.log" | cut -c1-160 | tr '\n|' ' /')"; fi
+  done
+fi
+if has sanitizer; then
+  for tool in memcheck racecheck; do
+    run "$tool" 240 "$O/$tool.log" env LWO_TEST_QUICK=1 compute-sanitizer --tool $tool --report-api-errors no build/test_gpu_stream
+    summ=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$O/$tool.log" | tail -n 1 | sed 's/^========= //')
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$O/$tool.log" | tail -n 1)
+    if [ $rc -eq 0 ] && echo "$summ" | grep -qE ": 0 (errors|hazards)" && echo "$line" | grep -q ' 0 failed'; then
+      row "$tool" PASS $secs "test_gpu_stream (quick): $summ; $line"
+    else row "$tool" FAIL $secs "exit $rc: ${summ:-no summary}; ${line:-no test summary}"; fi
+  done
+fi
+if has demo; then
+  rm -f build/diffuse.png build/diffuse.f32
+  run demo 240 "$O/demo.log" make -s demo
+  demo_rc=$rc; demo_secs=$secs
+  cp build/diffuse.png "$O/" 2>/dev/null
+  cls=examples/tiny_dit_classifier.pt
+  if [ ! -f "$cls" ] && [ -f build/tiny_dit_classifier.pt ]; then cls=build/tiny_dit_classifier.pt; fi
+  if [ ! -f "$cls" ]; then   # once, until one is committed: trained on the reference sampler's own samples
+    timeout 150 python3 tools/train_tiny_dit.py --train-classifier-synthetic --classifier-out build/tiny_dit_classifier.pt >"$O/classifier.log" 2>&1
+    cp build/tiny_dit_classifier.pt "$O/" 2>/dev/null && cls=build/tiny_dit_classifier.pt
+  fi
+  score=$(bash tests/score_demo.sh build/diffuse.f32 "$cls" 2>&1); src=$?
+  echo "$score" >"$O/demo_score.log"
+  per=$(echo "$score" | grep -m 1 'per-class' | sed 's/per-class accuracy: //')
+  sampled=$(grep -m 1 -E '^sampled' "$O/demo.log" | cut -c1-90)
+  if [ $demo_rc -eq 0 ] && [ -s "$O/diffuse.png" ] && [ $src -eq 0 ]; then row demo PASS $demo_secs "png written; per class: $per; $sampled"
+  else row demo FAIL $demo_secs "exit $demo_rc, png $([ -s "$O/diffuse.png" ] && echo yes || echo no), score exit $src: $(echo "$score" | tail -n 1 | cut -c1-160) $(grep -m 2 -iE 'failed|error' "$O/demo.log" | cut -c1-200 | tr '\n|' ' /')"; fi
+fi
+if has bench-dit; then
+  run bench-dit 300 "$O/bench-dit.log" build/bench_dit --formats bf16,fp8,int8,fp8-upcast --budgets 8192,all --steps 2
+  rows=$(tr '\r' '\n' <"$O/bench-dit.log" | grep -E '^(bf16|fp8-w8a8|fp8-upcast|int8) +(8192 MiB|all) ')
+  n=$(echo "$rows" | grep -v failed | grep -c .)
+  # format, budget, s/step and its ratio to max(compute, transfer bound)
+  head=$(echo "$rows" | awk '$0 !~ /failed/ { if ($2 == "all") printf "%s all %s s; ", $1, $3; else printf "%s 8G %s s (%s of bound); ", $1, $4, $11 }')
+  if [ $rc -eq 0 ] && [ "$n" -ge 8 ]; then row bench-dit PASS $secs "${head% ; }"
+  else row bench-dit FAIL $secs "exit $rc, $n of 8 rows: ${head} $(grep -m 2 'failed' "$O/bench-dit.log" | cut -c1-200 | tr '\n|' ' /')"; fi
+fi
+if has bench; then
+  run bench 240 "$O/bench.log" make -s bench
+  up=$(grep -m 1 '^| upcast' "$O/bench.log" | cut -d'|' -f3,5,6 | tr -s ' ' | sed 's/|/ TB\/s, vs torch /; s/|/, of copy ceiling /')
+  q=$(grep -m 1 '^| per-token int8' "$O/bench.log" | cut -d'|' -f3,5 | tr -s ' ' | sed 's/|/ TB\/s, vs torch /')
+  cold=$(grep -m 1 'startup cold' "$O/bench.log" | sed 's/.*create+first kernel \([0-9.]* ms\).*/\1/')
+  warm=$(grep -m 1 'startup warm' "$O/bench.log" | sed 's/.*create+first kernel \([0-9.]* ms\).*/\1/')
+  if [ $rc -eq 0 ]; then row bench PASS $secs "upcast${up}; int8 quantize${q}; start cold $cold, warm $warm"
+  else row bench FAIL $secs "exit $rc: $(grep -m 2 -E 'bench:|failed' "$O/bench.log" | cut -c1-200 | tr '\n|' ' /')"; fi
+fi
+if has bench-gemm; then
+  run bench-gemm 300 "$O/bench-gemm.log" make -s bench-gemm
+  g=$(grep -E '^\| 8192x8192x8192 ' "$O/bench-gemm.log" | tail -n 1 | cut -d'|' -f3-6 | tr -s ' ')
+  if [ $rc -eq 0 ] && [ -n "$g" ]; then row bench-gemm PASS $secs "8192^3 ms: int8 / _int_mm; TOP/s; fp8 / _scaled_mm; W8A8 e2e int8 / fp8 / F.linear bf16: ${g//|/;}"
+  else row bench-gemm FAIL $secs "exit $rc: $(grep -m 2 -E 'bench_gemm:|failed|Error' "$O/bench-gemm.log" | cut -c1-200 | tr '\n|' ' /')"; fi
+fi
+if has bench-stream; then
+  run bench-stream 300 "$O/bench-stream.log" env LWO_BENCH_QUICK=1 make -s bench-stream
+  s=$(grep -E 'fully streamed vs PyTorch|all resident: lwo' "$O/bench-stream.log" | tr '\n' ';' | tr -s ' ')
+  if [ $rc -eq 0 ]; then row bench-stream PASS $secs "${s:-see log}"
+  else row bench-stream FAIL $secs "exit $rc: $(grep -m 2 -E 'bench_stream:|failed|Error' "$O/bench-stream.log" | cut -c1-200 | tr '\n|' ' /')"; fi
+fi
+
+total=$(( $(date +%s) - T0 ))
+printf '%s' "$TABLE" >"$O/gpu-check-table.md"
+echo
+echo "==== make gpu-check: $((nfail)) failed, ${total}s on ${gpu:-no GPU} ===="
+printf '%s' "$TABLE"
+if [ "$PARTS" = "$ALL" ] && [ $nfail -eq 0 ]; then
+  python3 tests/gpu_stamp.py write "$O/gpu-check-table.md" "${gpu:-unknown}" && cp tests/gpu-verified.txt "$O/"
+fi
+[ $nfail -eq 0 ]

@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""The GPU verification stamp (tests/gpu-verified.txt), standard library only.
+
+  gpu_stamp.py hash                 the tree hash of the files that decide GPU behaviour
+  gpu_stamp.py write TABLE GPU      write the stamp: that hash, the date, the GPU and TABLE's text
+  gpu_stamp.py check [STAMP]        parse a stamp (format only) and say whether it is current
+  gpu_stamp.py selftest             the parser against good and malformed stamps ("N passed, N failed")
+
+The hash is git's tree hash (the object format of `git write-tree`) of exactly lwo.h,
+kernels.cuh.inc, examples/, tests/ and Makefile as they are on disk, every file as a plain
+blob (mode 100644: a copy that loses the executable bit hashes the same), leaving out the stamp
+itself and Python's caches. So a stamp names the exact sources a green `make gpu-check` ran, and
+anyone can recompute it on a CPU from a checkout: it equals the hash of the same files at the
+commit the stamp was made from.
+"""
+import datetime
+import hashlib
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PATHS = ["lwo.h", "kernels.cuh.inc", "examples", "tests", "Makefile"]
+STAMP = os.path.join("tests", "gpu-verified.txt")
+SKIP_DIRS = {"__pycache__"}
+
+
+def _obj(kind, body):
+    return hashlib.sha1(b"%s %d\0" % (kind, len(body)) + body).digest()
+
+
+def _tree(entries):
+    # git orders a tree's entries by name, a folder's name compared as if it ended in '/'
+    body = b""
+    for name, is_dir, digest in sorted(entries, key=lambda e: e[0] + (b"/" if e[1] else b"")):
+        body += (b"40000 " if is_dir else b"100644 ") + name + b"\0" + digest
+    return _obj(b"tree", body)
+
+
+def _hash_path(rel):
+    full = os.path.join(ROOT, rel)
+    if os.path.isdir(full):
+        entries = []
+        for name in os.listdir(full):
+            sub = os.path.join(rel, name)
+            if name in SKIP_DIRS or name.endswith(".pyc") or sub == STAMP:
+                continue
+            digest = _hash_path(sub)
+            if digest is not None:
+                entries.append((name.encode(), os.path.isdir(os.path.join(ROOT, sub)), digest))
+        return _tree(entries) if entries else None
+    if os.path.isfile(full):
+        with open(full, "rb") as f:
+            return _obj(b"blob", f.read())
+    return None
+
+
+def tree_hash():
+    entries = []
+    for p in PATHS:
+        digest = _hash_path(p)
+        if digest is not None:
+            entries.append((p.encode(), os.path.isdir(os.path.join(ROOT, p)), digest))
+    return _tree(entries).hex()
+
+
+FIELDS = ("tree", "files", "date", "gpu", "result")
+
+
+def parse(text):
+    """The stamp's fields and table rows; raises ValueError naming what is wrong."""
+    fields, rows, in_table = {}, [], False
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        if in_table:
+            if not line.startswith("|"):
+                raise ValueError("a table line that is not a row: %r" % line)
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) < 3:
+                raise ValueError("a table row with fewer than 3 cells: %r" % line)
+            if set(cells[0]) <= set("-: ") or cells[0] == "part":
+                continue
+            rows.append(cells)
+            continue
+        if line.strip() == "table:":
+            in_table = True
+            continue
+        m = re.match(r"^([a-z]+): (.+)$", line)
+        if not m or m.group(1) not in FIELDS:
+            raise ValueError("not a stamp line: %r" % line)
+        if m.group(1) in fields:
+            raise ValueError("field %s twice" % m.group(1))
+        fields[m.group(1)] = m.group(2).strip()
+    for k in FIELDS:
+        if k not in fields:
+            raise ValueError("no %s: field" % k)
+    if not re.fullmatch(r"[0-9a-f]{40}", fields["tree"]):
+        raise ValueError("tree is not 40 hex digits: %r" % fields["tree"])
+    if fields["files"] != " ".join(p + ("/" if p in ("examples", "tests") else "") for p in PATHS):
+        raise ValueError("files is not the GPU-deciding set: %r" % fields["files"])
+    try:
+        datetime.datetime.strptime(fields["date"], "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        raise ValueError("date is not UTC ISO 8601 (YYYY-MM-DDTHH:MM:SSZ): %r" % fields["date"])
+    if fields["result"] not in ("PASS", "FAIL"):
+        raise ValueError("result is neither PASS nor FAIL: %r" % fields["result"])
+    if not rows:
+        raise ValueError("no table rows")
+    for r in rows:
+        if r[1] not in ("PASS", "FAIL"):
+            raise ValueError("row %r: result %r is neither PASS nor FAIL" % (r[0], r[1]))
+    if fields["result"] == "PASS" and any(r[1] != "PASS" for r in rows):
+        raise ValueError("result PASS with a failed part")
+    return fields, rows
+
+
+def write(table_path, gpu):
+    with open(table_path) as f:
+        table = f.read().strip("\n")
+    rows = [l for l in table.splitlines() if l.startswith("|")]
+    ok = all(("| PASS |" in l) for l in rows if not re.match(r"^\|\s*(part|-)", l))
+    text = ("# lwo GPU verification stamp: written by `make gpu-check` (tests/gpu_check.sh) on a GPU machine.\n"
+            "# tree: tests/gpu_stamp.py hash of the files below at the time; recompute it on any machine.\n"
+            "tree: %s\nfiles: %s\ndate: %s\ngpu: %s\nresult: %s\ntable:\n%s\n" % (
+                tree_hash(), " ".join(p + ("/" if p in ("examples", "tests") else "") for p in PATHS),
+                datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), gpu.strip() or "unknown",
+                "PASS" if ok and rows else "FAIL", table))
+    fields, rows = parse(text)   # never write a stamp the checker would reject
+    with open(os.path.join(ROOT, STAMP), "w") as f:
+        f.write(text)
+    return fields
+
+
+def check(path):
+    with open(path) as f:
+        fields, rows = parse(f.read())
+    now = tree_hash()
+    print("stamp %s: %s on %s, %s, %d parts; tree %s (%s)" % (path, fields["result"], fields["gpu"], fields["date"], len(rows), fields["tree"],
+          "current" if now == fields["tree"] else "the files changed since: now " + now))
+    return fields
+
+
+def selftest():
+    good = ("tree: %s\nfiles: lwo.h kernels.cuh.inc examples/ tests/ Makefile\ndate: 2026-12-04T15:00:00Z\ngpu: NVIDIA H200\n"
+            "result: PASS\ntable:\n| part | result | seconds | headline |\n| --- | --- | --- | --- |\n| build | PASS | 12 | ok |\n") % ("0" * 40)
+    bad = {
+        "a short hash": good.replace("0" * 40, "0" * 39),
+        "no gpu": good.replace("gpu: NVIDIA H200\n", ""),
+        "a local date": good.replace("15:00:00Z", "15:00:00"),
+        "another file set": good.replace("tests/ Makefile", "Makefile"),
+        "a failed part under PASS": good.replace("| build | PASS |", "| build | FAIL |"),
+        "an unknown result": good.replace("result: PASS", "result: GREEN"),
+        "no rows": good.split("| build")[0],
+        "a stray line": good.replace("gpu:", "GPU:"),
+        "a field twice": good.replace("result: PASS\n", "result: PASS\nresult: PASS\n"),
+    }
+    passed = failed = 0
+    try:
+        parse(good)
+        passed += 1
+    except ValueError as e:
+        print("FAIL the good stamp: %s" % e)
+        failed += 1
+    for name, text in bad.items():
+        try:
+            parse(text)
+            print("FAIL %s was accepted" % name)
+            failed += 1
+        except ValueError:
+            passed += 1
+    h1, h2 = tree_hash(), tree_hash()
+    if re.fullmatch(r"[0-9a-f]{40}", h1) and h1 == h2:
+        passed += 1
+    else:
+        print("FAIL tree hash %r / %r" % (h1, h2))
+        failed += 1
+    # git's own hash of a tree (if this is a clean git checkout): the same algorithm must agree
+    try:
+        import subprocess
+        clean = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--", "examples", "lwo.h", "kernels.cuh.inc", "Makefile"],
+                               capture_output=True, text=True, check=True).stdout.strip() == ""
+        if clean:
+            for p in ("examples", "lwo.h"):
+                want = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD:" + p], capture_output=True, text=True, check=True).stdout.strip()
+                got = _hash_path(p).hex()
+                modes = subprocess.run(["git", "-C", ROOT, "ls-tree", "-r", "HEAD", p], capture_output=True, text=True, check=True).stdout
+                if "100755" in modes:
+                    continue   # git keeps the executable bit; the stamp does not
+                if got == want:
+                    passed += 1
+                else:
+                    print("FAIL %s: our tree hash %s, git's %s" % (p, got, want))
+                    failed += 1
+    except (OSError, subprocess.CalledProcessError):
+        print("  (no git checkout: the comparison with git's hash is skipped)")
+    if os.path.exists(os.path.join(ROOT, STAMP)):
+        try:
+            check(os.path.join(ROOT, STAMP))
+            passed += 1
+        except ValueError as e:
+            print("FAIL the committed stamp does not parse: %s" % e)
+            failed += 1
+    print("%d passed, %d failed" % (passed, failed))
+    return failed == 0
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[1] == "hash":
+        print(tree_hash())
+        return 0
+    if len(argv) == 4 and argv[1] == "write":
+        f = write(argv[2], argv[3])
+        print("stamp %s: %s, tree %s" % (STAMP, f["result"], f["tree"]))
+        return 0 if f["result"] == "PASS" else 1
+    if len(argv) in (2, 3) and argv[1] == "check":
+        try:
+            check(argv[2] if len(argv) == 3 else os.path.join(ROOT, STAMP))
+        except (ValueError, OSError) as e:
+            print("stamp: %s" % e)
+            return 1
+        return 0
+    if len(argv) == 2 and argv[1] == "selftest":
+        return 0 if selftest() else 1
+    print(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
