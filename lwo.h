@@ -5657,17 +5657,25 @@ static int lwo__st_parse_tensor(lwo__st_parser *P, const char *name, size_t shar
    by an order an attacker picks, McIlroy 1999). cmp must be a total order; every comparator here
    breaks ties by position, so the result does not depend on the sort being unstable. */
 static void lwo__st_swap(unsigned char *a, unsigned char *b, size_t size) {
-    while (size--) { unsigned char t = *a; *a++ = *b; *b++ = t; }
-}
-static void lwo__st_sift(unsigned char *b, size_t root, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
-    for (;;) {
-        size_t child = 2 * root + 1;
-        if (child >= n) return;
-        if (child + 1 < n && cmp(b + child * size, b + (child + 1) * size) < 0) child++;
-        if (cmp(b + root * size, b + child * size) >= 0) return;
-        lwo__st_swap(b + root * size, b + child * size, size);
-        root = child;
+    unsigned char t[64];
+    while (size) {
+        size_t k = size < sizeof t ? size : sizeof t;
+        memcpy(t, a, k); memcpy(a, b, k); memcpy(b, t, k);
+        a += k; b += k; size -= k;
     }
+}
+/* Bottom-up sift (Wegener): down to a leaf along the larger children, one comparison a level,
+   then up to where the root's element belongs, so the whole sort makes about n log2 n comparisons
+   rather than the 2 n log2 n of the textbook sift. */
+static void lwo__st_sift(unsigned char *b, size_t root, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
+    size_t j = root, k;
+    while ((k = 2 * j + 1) < n) {
+        if (k + 1 < n && cmp(b + k * size, b + (k + 1) * size) < 0) k++;
+        j = k;
+    }
+    while (j != root && cmp(b + root * size, b + j * size) > 0) j = (j - 1) / 2;
+    /* rotate the path root..j up one place, the root's element landing at j */
+    for (; j != root; j = (j - 1) / 2) lwo__st_swap(b + root * size, b + j * size, size);
 }
 static void lwo__st_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
     unsigned char *b = (unsigned char *)base;
@@ -6569,7 +6577,10 @@ LWO_API lwo_result lwo_safetensors_convert(const lwo_st_tensor *t, lwo_store_for
                 return lwo__st_cfail(out, LWO_ERROR_INVALID_ARGUMENT, "tensor \"%.100s\": scales holds %llu floats, its %llu rows need one each",
                                      t->name ? t->name : "", (unsigned long long)scales_count, (unsigned long long)rows);
             sc = scales;
-        } else {   /* rows <= max(numel, 1), checked above: no overflow */
+        } else {
+            if (rows > ((size_t)-1) / sizeof(float))   /* only a tensor made by hand can get here */
+                return lwo__st_cfail(out, LWO_ERROR_OUT_OF_HOST_MEMORY, "tensor \"%.100s\": %llu row scales do not fit in memory",
+                                     t->name ? t->name : "", (unsigned long long)rows);
             sc = (float *)LWO_MALLOC(rows ? (size_t)rows * sizeof(float) : 1);
             if (!sc) return lwo__st_cfail(out, LWO_ERROR_OUT_OF_HOST_MEMORY, "tensor \"%.100s\": out of host memory for %llu row scales",
                                           t->name ? t->name : "", (unsigned long long)rows);
