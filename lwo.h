@@ -488,8 +488,8 @@ LWO_API lwo_result lwo_ref_hadamard(float *v, uint64_t n, int block);
      header       at most LWO_SAFETENSORS_MAX_HEADER bytes (default 100 MiB; define it before the
                   include to change it), and it must lie within the file.
      keys         no count of their own: a tensor entry takes at least 49 header bytes and a
-                  metadata entry 6, so H bounds them (2 million tensors, 17 million metadata keys
-                  in a 100 MiB header). Names and metadata keys must be unique.
+                  metadata entry about 6, so H bounds them (2 million tensors, 17 million metadata
+                  keys in a 100 MiB header). Names and metadata keys must be unique.
      rank         at most LWO_ST_MAX_DIMS (8) dimensions.
      dims         each at most 2^63-1, with dtype size x product(shape) below 2^64. A dimension may
                   be 0; the tensor then has no bytes, whatever its other dimensions say.
@@ -498,10 +498,13 @@ LWO_API lwo_result lwo_ref_hadamard(float *v, uint64_t n, int block);
                   messages quote at most 300 bytes of a name.
      nesting      none in the header (its schema is flat, so the parser never recurses);
                   LWO_ST_MAX_JSON_DEPTH (32) inside a comfy_quant tensor.
-     open         O(H log H) time and about 12 bytes of host memory per header byte (the decoded
-                  strings, the tensor and metadata tables, the name index). The indexes are sorted
-                  with lwo's own heap sort: the C library's qsort promises no bound, and a
-                  quicksort can be driven quadratic by an order an attacker picks.
+     open         O(H log H) time and at most about 13 bytes of host memory per header byte at
+                  any moment (the decoded strings, the tensor and metadata tables as they grow by
+                  doubling, the name index). The indexes are sorted with lwo's own heap sort: the C
+                  library's qsort promises no bound, and a quicksort can be driven quadratic by an
+                  order an attacker picks. tests/fuzz_safetensors.c fails any input that makes lwo
+                  hold more than 16 bytes per byte of the file (plus 64 KiB), conversions and the
+                  loaders' CPU side included.
      later calls  loop and allocate in proportion to B of the tensors they touch, never to a
                   shape alone: lwo_safetensors_find and the conventions are O(log n) lookups;
                   lwo_safetensors_convert writes at most 4 bytes of data and 4 bytes of row scales
@@ -525,7 +528,8 @@ LWO_API lwo_result lwo_ref_hadamard(float *v, uint64_t n, int block);
                   the old (lwo_safetensors_write does), which leaves an open mapping on the old
                   file intact; or handle SIGBUS yourself. Everything but tensor data (names,
                   shapes, metadata, the indexes) is decoded into lwo's memory at open, so lookups
-                  never touch the mapping. */
+                  never touch the mapping; only reads of tensors do (the data itself, and the
+                  small tensors the conventions parse: comfy_quant JSON, scalar scales). */
 #ifndef LWO_SAFETENSORS_MAX_HEADER
 #define LWO_SAFETENSORS_MAX_HEADER (100u << 20)   /* largest JSON header accepted, bytes (100 MiB) */
 #endif
