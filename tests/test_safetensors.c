@@ -29,6 +29,7 @@ static void *check_realloc(void *p, size_t n) {
 #include <setjmp.h>
 #include <time.h>
 #include <sys/wait.h>
+#include <sys/resource.h>
 #include "check.h"
 
 static char tmpdir[256];
@@ -1250,6 +1251,12 @@ int main(void) {
     test_shrink();
     CHECK(check_alloc_refused == 0, "%llu allocations asked lwo's allocator for more than 256 MiB (the largest: %llu bytes)",
           (unsigned long long)check_alloc_refused, (unsigned long long)check_alloc_biggest);
+    {   /* the whole run, hostile cases and the 100 MiB header buffer of test_malformed included */
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);   /* ru_maxrss in KiB on Linux */
+        CHECK(ru.ru_maxrss < 256L * 1024, "peak RSS %ld MiB is over 256 MiB", ru.ru_maxrss / 1024);
+        printf("peak RSS %ld MiB\n", ru.ru_maxrss / 1024);
+    }
     {   /* clean up */
         char cmd[600];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
