@@ -498,7 +498,55 @@ LWO_API lwo_result lwo_ref_hadamard(float *v, uint64_t n, int block);
    the data area exactly: no overlaps, no holes, no trailing bytes (as the Rust reference checks).
    Tensor data is not aligned beyond what the file gives (lwo's writer aligns each tensor to its
    element size); read through memcpy when in doubt. Multi-byte values are little-endian, as on
-   every host lwo supports. */
+   every host lwo supports.
+
+   LIMITS. What a hostile file can make lwo do is bounded by the file, never by what its header
+   claims. H is the header's length in bytes, B the bytes a tensor really has in the file.
+     header       at most LWO_SAFETENSORS_MAX_HEADER bytes (default 100 MiB; define it before the
+                  include to change it), and it must lie within the file.
+     keys         no count of their own: a tensor entry takes at least 49 header bytes and a
+                  metadata entry about 6, so H bounds them (2 million tensors, 17 million metadata
+                  keys in a 100 MiB header). Names and metadata keys must be unique.
+     rank         at most LWO_ST_MAX_DIMS (8) dimensions.
+     dims         each at most 2^63-1, with dtype size x product(shape) below 2^64. A dimension may
+                  be 0; the tensor then has no bytes, whatever its other dimensions say.
+     names        names, keys and values may be as long as the header holds; the conventions
+                  (<prefix>.weight_scale, .bias, ...) are found for names of any length, and
+                  messages quote at most 300 bytes of a name.
+     nesting      none in the header (its schema is flat, so the parser never recurses);
+                  LWO_ST_MAX_JSON_DEPTH (32) inside a comfy_quant tensor.
+     open         O(H log H) time and at most about 13 bytes of host memory per header byte at
+                  any moment (the decoded strings, the tensor and metadata tables as they grow by
+                  doubling, the name index). The indexes are sorted with lwo's own heap sort: the C
+                  library's qsort promises no bound, and a quicksort can be driven quadratic by an
+                  order an attacker picks. tests/fuzz_safetensors.c fails any input that makes lwo
+                  hold more than 16 bytes per byte of the file (plus 64 KiB), conversions and the
+                  loaders' CPU side included.
+     later calls  loop and allocate in proportion to B of the tensors they touch, never to a
+                  shape alone: lwo_safetensors_find and the conventions are O(log n) lookups;
+                  lwo_safetensors_convert writes at most 4 bytes of data and 4 bytes of row scales
+                  per element (an element takes at least one byte), and refuses INT8 for a tensor
+                  whose row count exceeds its element count (a tensor of no elements and more than
+                  one row: [2^36, 0] would otherwise ask for 2^36 row scales); the weight loaders
+                  refuse tensors of no elements, and their CPU side holds at most an f32 copy of
+                  the tensor (4 bytes per element) plus copies of its scales, smooth and bias. The
+                  weight itself is stored with K padded to a multiple of 64 (lwo_weight_info.kpad),
+                  so a [N, 1] fp8 tensor becomes up to 128 x B bytes of device (and, when
+                  streamed, pinned host) memory: that is built in the arena, so the VRAM budget
+                  caps it.
+     file types   regular files only. lwo_safetensors_open opens with O_NONBLOCK (so a FIFO cannot
+                  block it), then fstat rejects anything else with LWO_ERROR_IO naming what it is
+                  (a FIFO, a directory, a device, a socket).
+     file changes the file's size is checked once, at open. A file that shrinks while mapped
+                  makes a later read of the lost pages (tensor data; the header while it is parsed)
+                  raise SIGBUS, as for any reader of a mapped file; lwo installs no signal handler,
+                  since that is process-wide state a library must not take. Keep checkpoints
+                  immutable while open: replace a file by writing a new one and renaming it over
+                  the old (lwo_safetensors_write does), which leaves an open mapping on the old
+                  file intact; or handle SIGBUS yourself. Everything but tensor data (names,
+                  shapes, metadata, the indexes) is decoded into lwo's memory at open, so lookups
+                  never touch the mapping; only reads of tensors do (the data itself, and the
+                  small tensors the conventions parse: comfy_quant JSON, scalar scales). */
 #ifndef LWO_SAFETENSORS_MAX_HEADER
 #define LWO_SAFETENSORS_MAX_HEADER (100u << 20)   /* largest JSON header accepted, bytes (100 MiB) */
 #endif
@@ -652,7 +700,10 @@ LWO_API lwo_store_format lwo_storage_policy_format(const lwo_storage_policy *p, 
    (lwo_safetensors_quant_info) apply.
    Buffers: `buf` (buf_bytes) receives the data and `scales` (scales_count floats) the int8 row
    scales; either NULL means lwo allocates it with LWO_MALLOC (freed by lwo_st_converted_free).
-   Returns LWO_ERROR_INVALID_ARGUMENT (bad target, buffer too small), LWO_ERROR_OUT_OF_HOST_MEMORY. */
+   Work and memory are bounded by t's bytes (see LIMITS above): INT8 of a tensor with more rows
+   than elements (an empty [R, 0] with R > 1) is LWO_ERROR_BAD_FILE, whatever the buffers.
+   Returns LWO_ERROR_INVALID_ARGUMENT (bad target, buffer too small), LWO_ERROR_BAD_FILE,
+   LWO_ERROR_OUT_OF_HOST_MEMORY; out->error says why (naming the tensor and its shape). */
 typedef struct lwo_st_converted {
     lwo_store_format format;   /* the target (KEEP resolved to itself) */
     lwo_st_dtype dtype;        /* dtype of data */
@@ -664,6 +715,7 @@ typedef struct lwo_st_converted {
     int zero_copy;             /* 1 when data points into the file */
     void *owned_data;          /* what lwo allocated (freed by lwo_st_converted_free) */
     float *owned_scales;
+    char error[256];           /* why the call failed ("" on success) */
 } lwo_st_converted;
 LWO_API lwo_result lwo_safetensors_convert(const lwo_st_tensor *t, lwo_store_format target, void *buf,
                                            uint64_t buf_bytes, float *scales, uint64_t scales_count,
@@ -5530,7 +5582,7 @@ LWO_DEF void lwo_graph_destroy(lwo_context *ctx, lwo_graph *g) {
 #define LWO_FREE(p) free(p)
 #define LWO_REALLOC(p,sz) realloc(p,sz)
 #endif
-#include <stdlib.h>   /* qsort */
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <stdarg.h>
@@ -5605,6 +5657,15 @@ static void lwo__st_fail(lwo_safetensors *f, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(f->error, sizeof f->error, fmt, ap);
     va_end(ap);
+}
+
+/* A tensor's shape as "2, 3" (for messages). */
+static void lwo__st_shape(const lwo_st_tensor *t, char *buf, size_t size) {
+    int i;
+    size_t n = 0;
+    buf[0] = 0;
+    for (i = 0; i < t->ndim && n + 24 < size; i++)
+        n += (size_t)snprintf(buf + n, size - n, i ? ", %llu" : "%llu", (unsigned long long)t->shape[i]);
 }
 
 /* ---- the JSON parser ----------------------------------------------------------------------- */
@@ -5896,66 +5957,102 @@ static int lwo__st_parse_tensor(lwo__st_parser *P, const char *name, size_t shar
         if (!lwo__st_expect(P, ':', "':'")) return 0;
         if (strcmp(key, "dtype") == 0) {
             const char *dt;
-            if (have_dtype++) return lwo__st_perr(P, "tensor \"%s\": duplicate field \"dtype\"", name);
+            if (have_dtype++) return lwo__st_perr(P, "tensor \"%.300s\": duplicate field \"dtype\"", name);
             if (!lwo__st_string(P, &dt)) return 0;
             t->dtype = lwo_st_dtype_from_name(dt);
-            if (t->dtype == LWO_ST_INVALID) return lwo__st_perr(P, "tensor \"%s\": unknown dtype \"%.40s\"", name, dt);
+            if (t->dtype == LWO_ST_INVALID) return lwo__st_perr(P, "tensor \"%.300s\": unknown dtype \"%.40s\"", name, dt);
             P->pool_used = keep;
         } else if (strcmp(key, "shape") == 0) {
-            if (have_shape++) return lwo__st_perr(P, "tensor \"%s\": duplicate field \"shape\"", name);
+            if (have_shape++) return lwo__st_perr(P, "tensor \"%.300s\": duplicate field \"shape\"", name);
             if (!lwo__st_expect(P, '[', "'[' (shape)")) return 0;
             lwo__st_ws(P);
             if (lwo__st_peek(P) == ']') P->p++;
             else for (;;) {
                 uint64_t d;
-                if (t->ndim == LWO_ST_MAX_DIMS) return lwo__st_perr(P, "tensor \"%s\": more than %d dimensions", name, LWO_ST_MAX_DIMS);
+                if (t->ndim == LWO_ST_MAX_DIMS) return lwo__st_perr(P, "tensor \"%.300s\": more than %d dimensions", name, LWO_ST_MAX_DIMS);
                 if (!lwo__st_uint(P, &d, "shape")) return 0;
                 t->shape[t->ndim++] = d;
                 lwo__st_ws(P);
                 if (lwo__st_peek(P) == ',') { P->p++; continue; }
                 if (lwo__st_peek(P) == ']') { P->p++; break; }
-                return lwo__st_perr(P, "tensor \"%s\": expected ',' or ']' in shape, found %s", name, lwo__st_show(lwo__st_peek(P), b));
+                return lwo__st_perr(P, "tensor \"%.300s\": expected ',' or ']' in shape, found %s", name, lwo__st_show(lwo__st_peek(P), b));
             }
         } else if (strcmp(key, "data_offsets") == 0) {
-            if (have_off++) return lwo__st_perr(P, "tensor \"%s\": duplicate field \"data_offsets\"", name);
+            if (have_off++) return lwo__st_perr(P, "tensor \"%.300s\": duplicate field \"data_offsets\"", name);
             if (!lwo__st_expect(P, '[', "'[' (data_offsets)")) return 0;
             if (!lwo__st_uint(P, &begin, "data_offsets")) return 0;
             if (!lwo__st_expect(P, ',', "',' (data_offsets has two entries)")) return 0;
             if (!lwo__st_uint(P, &end, "data_offsets")) return 0;
             if (!lwo__st_expect(P, ']', "']' (data_offsets has two entries)")) return 0;
         } else {
-            return lwo__st_perr(P, "tensor \"%s\": unknown field \"%.40s\"", name, key);
+            return lwo__st_perr(P, "tensor \"%.300s\": unknown field \"%.40s\"", name, key);
         }
         lwo__st_ws(P);
         if (lwo__st_peek(P) == ',') { P->p++; continue; }
         if (lwo__st_peek(P) == '}') break;
-        return lwo__st_perr(P, "tensor \"%s\": expected ',' or '}', found %s", name, lwo__st_show(lwo__st_peek(P), b));
+        return lwo__st_perr(P, "tensor \"%.300s\": expected ',' or '}', found %s", name, lwo__st_show(lwo__st_peek(P), b));
     }
     P->p++;
     if (!have_dtype || !have_shape || !have_off)
-        return lwo__st_perr(P, "tensor \"%s\": missing field \"%s\"", name,
+        return lwo__st_perr(P, "tensor \"%.300s\": missing field \"%.300s\"", name,
                             !have_dtype ? "dtype" : !have_shape ? "shape" : "data_offsets");
     if (begin > end)
-        return lwo__st_perr(P, "tensor \"%s\": data_offsets [%llu, %llu] are reversed", name,
+        return lwo__st_perr(P, "tensor \"%.300s\": data_offsets [%llu, %llu] are reversed", name,
                             (unsigned long long)begin, (unsigned long long)end);
     {
         uint64_t n = 1, es = lwo_st_dtype_size(t->dtype);
         int i;
         for (i = 0; i < t->ndim; i++) {
             if (t->shape[i] && n > UINT64_MAX / t->shape[i])
-                return lwo__st_perr(P, "tensor \"%s\": element count overflows", name);
+                return lwo__st_perr(P, "tensor \"%.300s\": element count overflows", name);
             n *= t->shape[i];
         }
-        if (n > UINT64_MAX / es) return lwo__st_perr(P, "tensor \"%s\": byte size overflows", name);
+        if (n > UINT64_MAX / es) return lwo__st_perr(P, "tensor \"%.300s\": byte size overflows", name);
         t->numel = n;
         t->bytes = n * es;
         if (end - begin != t->bytes)
-            return lwo__st_perr(P, "tensor \"%s\": data_offsets span %llu bytes, but %s with this shape is %llu bytes",
+            return lwo__st_perr(P, "tensor \"%.300s\": data_offsets span %llu bytes, but %s with this shape is %llu bytes",
                                 name, (unsigned long long)(end - begin), lwo_st_dtype_name(t->dtype),
                                 (unsigned long long)t->bytes);
     }
     t->offset = begin;
     return 1;
+}
+
+/* In-place heap sort: O(n log n) comparisons whatever the order of the input. These arrays come
+   from the file, and the C library's qsort promises no bound (a quicksort can be driven quadratic
+   by an order an attacker picks, McIlroy 1999). cmp must be a total order; every comparator here
+   breaks ties by position, so the result does not depend on the sort being unstable. */
+static void lwo__st_swap(unsigned char *a, unsigned char *b, size_t size) {
+    unsigned char t[64];
+    while (size) {
+        size_t k = size < sizeof t ? size : sizeof t;
+        memcpy(t, a, k); memcpy(a, b, k); memcpy(b, t, k);
+        a += k; b += k; size -= k;
+    }
+}
+/* Bottom-up sift (Wegener): down to a leaf along the larger children, one comparison a level,
+   then up to where the root's element belongs, so the whole sort makes about n log2 n comparisons
+   rather than the 2 n log2 n of the textbook sift. */
+static void lwo__st_sift(unsigned char *b, size_t root, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
+    size_t j = root, k;
+    while ((k = 2 * j + 1) < n) {
+        if (k + 1 < n && cmp(b + k * size, b + (k + 1) * size) < 0) k++;
+        j = k;
+    }
+    while (j != root && cmp(b + root * size, b + j * size) > 0) j = (j - 1) / 2;
+    /* rotate the path root..j up one place, the root's element landing at j */
+    for (; j != root; j = (j - 1) / 2) lwo__st_swap(b + root * size, b + j * size, size);
+}
+static void lwo__st_sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
+    unsigned char *b = (unsigned char *)base;
+    size_t i;
+    if (n < 2) return;
+    for (i = n / 2; i-- > 0;) lwo__st_sift(b, i, n, size, cmp);
+    for (i = n - 1; i > 0; i--) {
+        lwo__st_swap(b, b + i * size, size);
+        lwo__st_sift(b, 0, i, size, cmp);
+    }
 }
 
 static int lwo__st_cmp_offset(const void *a, const void *b) {
@@ -5992,24 +6089,24 @@ static lwo_result lwo__st_check_layout(lwo_safetensors *f, size_t s, size_t firs
     v = (const lwo_st_tensor **)LWO_MALLOC(n * sizeof *v);
     if (!v) return LWO_ERROR_OUT_OF_HOST_MEMORY;
     for (i = 0; i < n; i++) v[i] = &f->tensors[first + i];
-    qsort(v, n, sizeof *v, lwo__st_cmp_offset);
+    lwo__st_sort(v, n, sizeof *v, lwo__st_cmp_offset);
     for (i = 0; i < n; i++) {
         const lwo_st_tensor *t = v[i];
         uint64_t end = t->offset + t->bytes;   /* no overflow: end came from the file as a uint */
         if (end > data_size) {
-            lwo__st_fail(f, "%s: tensor \"%s\": data_offsets [%llu, %llu] past the end of the data (%llu bytes)",
+            lwo__st_fail(f, "%s: tensor \"%.300s\": data_offsets [%llu, %llu] past the end of the data (%llu bytes)",
                          sh->path, t->name, (unsigned long long)t->offset, (unsigned long long)end,
                          (unsigned long long)data_size);
             LWO_FREE(v); return LWO_ERROR_BAD_FILE;
         }
         if (t->offset > cursor) {
-            lwo__st_fail(f, "%s: data bytes [%llu, %llu) (file offset %llu) belong to no tensor (a hole before \"%s\")",
+            lwo__st_fail(f, "%s: data bytes [%llu, %llu) (file offset %llu) belong to no tensor (a hole before \"%.300s\")",
                          sh->path, (unsigned long long)cursor, (unsigned long long)t->offset,
                          (unsigned long long)(sh->data_start + cursor), t->name);
             LWO_FREE(v); return LWO_ERROR_BAD_FILE;
         }
         if (t->offset < cursor) {
-            lwo__st_fail(f, "%s: tensor \"%s\" (data_offsets [%llu, %llu]) overlaps tensor \"%s\"",
+            lwo__st_fail(f, "%s: tensor \"%.300s\" (data_offsets [%llu, %llu]) overlaps tensor \"%.300s\"",
                          sh->path, t->name, (unsigned long long)t->offset, (unsigned long long)end, v[i - 1]->name);
             LWO_FREE(v); return LWO_ERROR_BAD_FILE;
         }
@@ -6083,7 +6180,7 @@ static lwo_result lwo__st_parse_shard(lwo_safetensors *f, size_t s) {
                 if (!lwo__st_expect(&P, ':', "':'")) return LWO_ERROR_BAD_FILE;
                 lwo__st_ws(&P);
                 if (lwo__st_peek(&P) != '"') {
-                    lwo__st_perr(&P, "metadata value of \"%s\" must be a string", k);
+                    lwo__st_perr(&P, "metadata value of \"%.300s\" must be a string", k);
                     return LWO_ERROR_BAD_FILE;
                 }
                 if (!lwo__st_string(&P, &v)) return LWO_ERROR_BAD_FILE;
@@ -6124,25 +6221,25 @@ static lwo_result lwo__st_finish(lwo_safetensors *f) {
         f->by_name = (const lwo_st_tensor **)LWO_MALLOC(f->count * sizeof *f->by_name);
         if (!f->by_name) return LWO_ERROR_OUT_OF_HOST_MEMORY;
         for (i = 0; i < f->count; i++) f->by_name[i] = &f->tensors[i];
-        qsort(f->by_name, f->count, sizeof *f->by_name, lwo__st_cmp_name);
+        lwo__st_sort(f->by_name, f->count, sizeof *f->by_name, lwo__st_cmp_name);
         for (i = 1; i < f->count; i++) {
             const lwo_st_tensor *a = f->by_name[i - 1], *b = f->by_name[i];
             if (strcmp(a->name, b->name) == 0) {
                 if (a->shard == b->shard)
-                    lwo__st_fail(f, "%s: duplicate tensor name \"%s\"", f->shards[a->shard].path, a->name);
+                    lwo__st_fail(f, "%s: duplicate tensor name \"%.300s\"", f->shards[a->shard].path, a->name);
                 else
-                    lwo__st_fail(f, "tensor \"%s\" is in both %s and %s", a->name, f->shards[a->shard].path,
+                    lwo__st_fail(f, "tensor \"%.300s\" is in both %s and %s", a->name, f->shards[a->shard].path,
                                  f->shards[b->shard].path);
                 return LWO_ERROR_BAD_FILE;
             }
         }
     }
     if (f->meta_count) {
-        qsort(f->meta, f->meta_count, sizeof *f->meta, lwo__st_cmp_meta);
+        lwo__st_sort(f->meta, f->meta_count, sizeof *f->meta, lwo__st_cmp_meta);
         for (i = 1, j = 1; i < f->meta_count; i++) {
             if (strcmp(f->meta[i].key, f->meta[j - 1].key) == 0) {
                 if (f->meta[i].shard == f->meta[j - 1].shard) {
-                    lwo__st_fail(f, "%s: duplicate metadata key \"%s\"", f->shards[f->meta[i].shard].path, f->meta[i].key);
+                    lwo__st_fail(f, "%s: duplicate metadata key \"%.300s\"", f->shards[f->meta[i].shard].path, f->meta[i].key);
                     return LWO_ERROR_BAD_FILE;
                 }
                 continue;   /* a later shard's copy: the first wins */
@@ -6192,13 +6289,29 @@ LWO_API void lwo_safetensors_close(lwo_safetensors *f) {
     LWO_FREE(f);
 }
 
+/* What a file that is not a regular one is, for the message. */
+static const char *lwo__st_file_kind(mode_t m) {
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a regular file";
+}
+/* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever. fstat on the
+   descriptor (not stat on the path, which could change in between) then admits regular files
+   only, so O_NONBLOCK never affects a read. */
 static lwo_result lwo__st_map(lwo_safetensors *f, lwo__st_shard *sh, const char *path) {
     struct stat st;
     void *m;
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0) { lwo__st_fail(f, "%s: cannot open: %s", path, strerror(errno)); return LWO_ERROR_IO; }
     if (fstat(fd, &st) != 0) { lwo__st_fail(f, "%s: cannot stat: %s", path, strerror(errno)); close(fd); return LWO_ERROR_IO; }
-    if (!S_ISREG(st.st_mode)) { lwo__st_fail(f, "%s: not a regular file", path); close(fd); return LWO_ERROR_IO; }
+    if (!S_ISREG(st.st_mode)) {
+        lwo__st_fail(f, "%s: is %s; lwo_safetensors_open maps regular files only", path, lwo__st_file_kind(st.st_mode));
+        close(fd);
+        return LWO_ERROR_IO;
+    }
     if (st.st_size < 0 || (uint64_t)st.st_size > (uint64_t)((size_t)-1)) {
         lwo__st_fail(f, "%s: file too large to map", path); close(fd); return LWO_ERROR_IO;
     }
@@ -6326,13 +6439,26 @@ static int lwo__st_scalar(const lwo_st_tensor *t, float *v) {
     *v = lwo__st_load(t->data, t->dtype, 0);
     return 1;
 }
-static const lwo_st_tensor *lwo__st_find_suffix(const lwo_safetensors *f, const char *prefix, size_t plen,
-                                                 const char *suffix, char *buf, size_t bufsize) {
-    size_t sl = strlen(suffix);
-    if (sl > bufsize - 1 - plen) return NULL;
-    memcpy(buf, prefix, plen);
-    memcpy(buf + plen, suffix, sl + 1);
-    return lwo_safetensors_find(f, buf);
+/* strcmp(name, prefix[0, plen) + suffix) without building the joined name, so a name of any
+   length finds its companions with no buffer and no allocation. */
+static int lwo__st_cmp_joined(const char *name, const char *prefix, size_t plen, const char *suffix) {
+    size_t i;
+    for (i = 0; i < plen; i++)   /* stops at name's NUL: prefix has none before plen */
+        if (name[i] != prefix[i]) return (unsigned char)name[i] < (unsigned char)prefix[i] ? -1 : 1;
+    return strcmp(name + plen, suffix);
+}
+/* The tensor named prefix[0, plen) + suffix, or NULL: a binary search of the name index. */
+static const lwo_st_tensor *lwo__st_find_suffix(const lwo_safetensors *f, const char *prefix, size_t plen, const char *suffix) {
+    size_t lo = 0, hi;
+    if (!f || !f->ready || !f->by_name) return NULL;
+    hi = f->count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = lwo__st_cmp_joined(f->by_name[mid]->name, prefix, plen, suffix);
+        if (c == 0) return f->by_name[mid];
+        if (c < 0) lo = mid + 1; else hi = mid;
+    }
+    return NULL;
 }
 /* Reads the comfy_quant JSON object and copies its top-level "format" string. */
 static int lwo__st_comfy_json(lwo_safetensors *f, const lwo_st_tensor *t, char *format, size_t fsize) {
@@ -6378,7 +6504,6 @@ static int lwo__st_comfy_json(lwo_safetensors *f, const lwo_st_tensor *t, char *
 }
 
 LWO_API lwo_result lwo_safetensors_quant_info(lwo_safetensors *f, const char *weight_name, lwo_st_quant *out) {
-    char buf[1024];
     const lwo_st_tensor *w, *cq;
     const char *lq;
     size_t nl, plen;
@@ -6389,14 +6514,14 @@ LWO_API lwo_result lwo_safetensors_quant_info(lwo_safetensors *f, const char *we
     if (!w) { lwo__st_fail(f, "no tensor \"%.300s\"", weight_name); return LWO_ERROR_NOT_FOUND; }
     out->weight = w;
     nl = strlen(weight_name);
-    if (nl < 7 || strcmp(weight_name + nl - 7, ".weight") != 0 || nl - 7 > sizeof buf - 32) return LWO_SUCCESS;
+    if (nl < 7 || strcmp(weight_name + nl - 7, ".weight") != 0) return LWO_SUCCESS;
     plen = nl - 7;   /* "<prefix>" without ".weight" */
 
-    cq = lwo__st_find_suffix(f, weight_name, plen, ".comfy_quant", buf, sizeof buf);
+    cq = lwo__st_find_suffix(f, weight_name, plen, ".comfy_quant");
     if (cq) {
         int r;
         if (cq->dtype != LWO_ST_U8 || cq->ndim != 1) {
-            lwo__st_fail(f, "tensor \"%s\": comfy_quant must be U8 [n], found %s with %d dims", cq->name,
+            lwo__st_fail(f, "tensor \"%.300s\": comfy_quant must be U8 [n], found %s with %d dims", cq->name,
                          lwo_st_dtype_name(cq->dtype), cq->ndim);
             return LWO_ERROR_BAD_FILE;
         }
@@ -6405,13 +6530,13 @@ LWO_API lwo_result lwo_safetensors_quant_info(lwo_safetensors *f, const char *we
         if (!r) return LWO_ERROR_BAD_FILE;
         if ((strcmp(out->comfy_format, "float8_e4m3fn") == 0 && w->dtype != LWO_ST_F8_E4M3) ||
             (strcmp(out->comfy_format, "float8_e5m2") == 0 && w->dtype != LWO_ST_F8_E5M2)) {
-            lwo__st_fail(f, "tensor \"%s\": comfy_quant says %s but the weight is %s", w->name, out->comfy_format,
+            lwo__st_fail(f, "tensor \"%.300s\": comfy_quant says %s but the weight is %s", w->name, out->comfy_format,
                          lwo_st_dtype_name(w->dtype));
             return LWO_ERROR_BAD_FILE;
         }
         out->format = LWO_ST_QUANT_COMFY_QUANT;
-        out->weight_scale = lwo__st_find_suffix(f, weight_name, plen, ".weight_scale", buf, sizeof buf);
-        out->input_scale = lwo__st_find_suffix(f, weight_name, plen, ".input_scale", buf, sizeof buf);
+        out->weight_scale = lwo__st_find_suffix(f, weight_name, plen, ".weight_scale");
+        out->input_scale = lwo__st_find_suffix(f, weight_name, plen, ".input_scale");
         (void)lwo__st_scalar(out->weight_scale, &out->weight_scale_value);
         (void)lwo__st_scalar(out->input_scale, &out->input_scale_value);
         return LWO_SUCCESS;
@@ -6419,16 +6544,16 @@ LWO_API lwo_result lwo_safetensors_quant_info(lwo_safetensors *f, const char *we
 
     lq = lwo_safetensors_metadata_find(f, "lwo.quant");
     if (lq && strcmp(lq, LWO_ST_QUANT_LWO_INT8_V1) == 0 && w->dtype == LWO_ST_I8) {
-        const lwo_st_tensor *s = lwo__st_find_suffix(f, weight_name, plen, ".weight_scale", buf, sizeof buf);
-        const lwo_st_tensor *sm = lwo__st_find_suffix(f, weight_name, plen, ".smooth", buf, sizeof buf);
-        if (w->ndim != 2) { lwo__st_fail(f, "tensor \"%s\": lwo int8 weights are [N, K], this has %d dims", w->name, w->ndim); return LWO_ERROR_BAD_FILE; }
+        const lwo_st_tensor *s = lwo__st_find_suffix(f, weight_name, plen, ".weight_scale");
+        const lwo_st_tensor *sm = lwo__st_find_suffix(f, weight_name, plen, ".smooth");
+        if (w->ndim != 2) { lwo__st_fail(f, "tensor \"%.300s\": lwo int8 weights are [N, K], this has %d dims", w->name, w->ndim); return LWO_ERROR_BAD_FILE; }
         if (!s || s->dtype != LWO_ST_F32 || s->ndim != 1 || s->shape[0] != w->shape[0]) {
-            lwo__st_fail(f, "tensor \"%s\": lwo int8 needs %.*s.weight_scale F32 [%llu]", w->name, (int)plen, weight_name,
+            lwo__st_fail(f, "tensor \"%.300s\": lwo int8 needs %.*s.weight_scale F32 [%llu]", w->name, (int)(plen < 300 ? plen : 300), weight_name,
                          (unsigned long long)w->shape[0]);
             return LWO_ERROR_BAD_FILE;
         }
         if (sm && (sm->dtype != LWO_ST_F32 || sm->ndim != 1 || sm->shape[0] != w->shape[1])) {
-            lwo__st_fail(f, "tensor \"%s\": must be F32 [%llu]", sm->name, (unsigned long long)w->shape[1]);
+            lwo__st_fail(f, "tensor \"%.300s\": must be F32 [%llu]", sm->name, (unsigned long long)w->shape[1]);
             return LWO_ERROR_BAD_FILE;
         }
         out->format = LWO_ST_QUANT_LWO_INT8;
@@ -6440,10 +6565,10 @@ LWO_API lwo_result lwo_safetensors_quant_info(lwo_safetensors *f, const char *we
 
     if (lwo_safetensors_find(f, "scaled_fp8") && (w->dtype == LWO_ST_F8_E4M3 || w->dtype == LWO_ST_F8_E5M2)) {
         out->format = LWO_ST_QUANT_COMFY_SCALED_FP8;
-        out->weight_scale = lwo__st_find_suffix(f, weight_name, plen, ".scale_weight", buf, sizeof buf);
-        out->input_scale = lwo__st_find_suffix(f, weight_name, plen, ".scale_input", buf, sizeof buf);
+        out->weight_scale = lwo__st_find_suffix(f, weight_name, plen, ".scale_weight");
+        out->input_scale = lwo__st_find_suffix(f, weight_name, plen, ".scale_input");
         if (out->weight_scale && !lwo__st_scalar(out->weight_scale, &out->weight_scale_value)) {
-            lwo__st_fail(f, "tensor \"%s\": scale_weight must be one float, found %s with %llu elements",
+            lwo__st_fail(f, "tensor \"%.300s\": scale_weight must be one float, found %s with %llu elements",
                          out->weight_scale->name, lwo_st_dtype_name(out->weight_scale->dtype),
                          (unsigned long long)out->weight_scale->numel);
             return LWO_ERROR_BAD_FILE;
@@ -6518,12 +6643,16 @@ static int lwo__st_cmp_write(const void *a, const void *b) {
 static int lwo__st_cmp_str(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
+typedef struct lwo__st_kv { const char *key, *value; } lwo__st_kv;
+static int lwo__st_cmp_kv(const void *a, const void *b) {
+    return strcmp(((const lwo__st_kv *)a)->key, ((const lwo__st_kv *)b)->key);
+}
 
 LWO_API lwo_result lwo_safetensors_write(const char *path, const lwo_st_write_tensor *tensors, size_t count,
                                          const char *const *meta_keys, const char *const *meta_values,
                                          size_t meta_count, char *err, size_t err_size) {
     const lwo_st_write_tensor **order = NULL;
-    const char **keys = NULL;
+    lwo__st_kv *keys = NULL;   /* the metadata sorted by key, each with its value */
     lwo__st_buf h;
     char *tmp = NULL;
     size_t i, pad;
@@ -6542,18 +6671,19 @@ LWO_API lwo_result lwo_safetensors_write(const char *path, const lwo_st_write_te
         return LWO_ERROR_INVALID_ARGUMENT;
     }
     order = (const lwo_st_write_tensor **)LWO_MALLOC((count + 1) * sizeof *order);
-    keys = (const char **)LWO_MALLOC((meta_count + 1) * sizeof *keys);
+    keys = (lwo__st_kv *)LWO_MALLOC((meta_count + 1) * sizeof *keys);
     if (!order || !keys) { r = LWO_ERROR_OUT_OF_HOST_MEMORY; lwo__st_werr(err, err_size, "out of host memory"); goto done; }
     for (i = 0; i < meta_count; i++) {
         if (!meta_keys[i] || !meta_values[i]) { lwo__st_werr(err, err_size, "metadata %llu: NULL key or value", (unsigned long long)i); goto done; }
         if (!lwo__st_utf8_valid(meta_keys[i]) || !lwo__st_utf8_valid(meta_values[i])) {
             lwo__st_werr(err, err_size, "metadata %llu: key or value is not valid UTF-8", (unsigned long long)i); goto done;
         }
-        keys[i] = meta_keys[i];
+        keys[i].key = meta_keys[i];
+        keys[i].value = meta_values[i];
     }
-    qsort(keys, meta_count, sizeof *keys, lwo__st_cmp_str);
+    lwo__st_sort(keys, meta_count, sizeof *keys, lwo__st_cmp_kv);
     for (i = 1; i < meta_count; i++)
-        if (strcmp(keys[i - 1], keys[i]) == 0) { lwo__st_werr(err, err_size, "duplicate metadata key \"%.200s\"", keys[i]); goto done; }
+        if (strcmp(keys[i - 1].key, keys[i].key) == 0) { lwo__st_werr(err, err_size, "duplicate metadata key \"%.200s\"", keys[i].key); goto done; }
     for (i = 0; i < count; i++) {
         const lwo_st_write_tensor *t = &tensors[i];
         uint64_t n = 1, es;
@@ -6582,12 +6712,12 @@ LWO_API lwo_result lwo_safetensors_write(const char *path, const lwo_st_write_te
         off += t->bytes;
         order[i] = t;
     }
-    qsort(order, count, sizeof *order, lwo__st_cmp_write);
+    lwo__st_sort(order, count, sizeof *order, lwo__st_cmp_write);
     {   /* unique names, through a name-sorted copy */
         const char **names = (const char **)LWO_MALLOC((count + 1) * sizeof *names);
         if (!names) { r = LWO_ERROR_OUT_OF_HOST_MEMORY; lwo__st_werr(err, err_size, "out of host memory"); goto done; }
         for (i = 0; i < count; i++) names[i] = tensors[i].name;
-        qsort(names, count, sizeof *names, lwo__st_cmp_str);
+        lwo__st_sort(names, count, sizeof *names, lwo__st_cmp_str);
         for (i = 1; i < count; i++)
             if (strcmp(names[i - 1], names[i]) == 0) {
                 lwo__st_werr(err, err_size, "duplicate tensor name \"%.200s\"", names[i]);
@@ -6600,12 +6730,10 @@ LWO_API lwo_result lwo_safetensors_write(const char *path, const lwo_st_write_te
     if (meta_count) {
         lwo__st_puts(&h, "\"__metadata__\":{");
         for (i = 0; i < meta_count; i++) {
-            size_t k;
-            for (k = 0; k < meta_count; k++) if (meta_keys[k] == keys[i]) break;  /* value of this key */
             if (i) lwo__st_puts(&h, ",");
-            lwo__st_put_json(&h, keys[i]);
+            lwo__st_put_json(&h, keys[i].key);
             lwo__st_puts(&h, ":");
-            lwo__st_put_json(&h, meta_values[k]);
+            lwo__st_put_json(&h, keys[i].value);
         }
         lwo__st_puts(&h, "}");
     }
@@ -6715,17 +6843,36 @@ LWO_API void lwo_st_converted_free(lwo_st_converted *c) {
     c->owned_data = NULL;
     c->owned_scales = NULL;
 }
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static lwo_result lwo__st_cfail(lwo_st_converted *out, lwo_result r, const char *fmt, ...) {
+    va_list ap;
+    char why[sizeof out->error];
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    lwo_st_converted_free(out);
+    memset(out, 0, sizeof *out);
+    memcpy(out->error, why, sizeof why);
+    return r;
+}
 LWO_API lwo_result lwo_safetensors_convert(const lwo_st_tensor *t, lwo_store_format target, void *buf,
                                            uint64_t buf_bytes, float *scales, uint64_t scales_count,
                                            lwo_st_converted *out) {
     lwo_st_dtype dt;
     uint64_t n, i, bytes;
     uint8_t *dst;
+    char sh[200];
     if (!out) return LWO_ERROR_INVALID_ARGUMENT;
     memset(out, 0, sizeof *out);
-    if (!t || (t->numel && !t->data) || lwo_st_dtype_size(t->dtype) == 0) return LWO_ERROR_INVALID_ARGUMENT;
+    if (!t) return lwo__st_cfail(out, LWO_ERROR_INVALID_ARGUMENT, "lwo_safetensors_convert: argument 't' is NULL");
+    if ((t->numel && !t->data) || lwo_st_dtype_size(t->dtype) == 0)
+        return lwo__st_cfail(out, LWO_ERROR_INVALID_ARGUMENT, "lwo_safetensors_convert: tensor \"%.100s\" has %s",
+                             t->name ? t->name : "", t->numel && !t->data ? "no data" : "an invalid dtype");
     dt = lwo__st_store_dtype(target, t->dtype);
-    if (dt == LWO_ST_INVALID) return LWO_ERROR_INVALID_ARGUMENT;
+    if (dt == LWO_ST_INVALID)
+        return lwo__st_cfail(out, LWO_ERROR_INVALID_ARGUMENT, "lwo_safetensors_convert: target %d is not an lwo_store_format", (int)target);
     out->format = target;
     out->dtype = dt;
     out->scale = 1.0f;
@@ -6733,7 +6880,15 @@ LWO_API lwo_result lwo_safetensors_convert(const lwo_st_tensor *t, lwo_store_for
     if (target == LWO_STORE_INT8) {
         out->rows = t->ndim >= 2 ? t->shape[0] : 1;
         out->cols = out->rows ? n / out->rows : 0;
-        if (n == 0) out->rows = t->ndim >= 2 ? t->shape[0] : 1;
+        /* Per-row structure stays within the data: with elements, rows <= numel already (shape[0]
+           divides it); a tensor of no elements has no rows to scale, so [2^36, 0] would ask for
+           256 GiB of scales and 2^36 turns of the row loop out of a few header bytes. */
+        if (out->rows > (n > 1 ? n : 1)) {
+            lwo__st_shape(t, sh, sizeof sh);
+            return lwo__st_cfail(out, LWO_ERROR_BAD_FILE, "tensor \"%.100s\" %s [%s] has %llu rows but %llu elements: "
+                                 "its int8 row scales would outgrow its data", t->name ? t->name : "",
+                                 lwo_st_dtype_name(t->dtype), sh, (unsigned long long)out->rows, (unsigned long long)n);
+        }
     }
     if (dt == t->dtype) {   /* zero copy */
         out->data = t->data;
@@ -6741,14 +6896,22 @@ LWO_API lwo_result lwo_safetensors_convert(const lwo_st_tensor *t, lwo_store_for
         out->zero_copy = 1;
         return LWO_SUCCESS;
     }
-    if (n > UINT64_MAX / lwo_st_dtype_size(dt) || n * lwo_st_dtype_size(dt) > (uint64_t)((size_t)-1)) return LWO_ERROR_OUT_OF_HOST_MEMORY;
+    if (n > UINT64_MAX / lwo_st_dtype_size(dt) || n * lwo_st_dtype_size(dt) > (uint64_t)((size_t)-1)) {
+        lwo__st_shape(t, sh, sizeof sh);
+        return lwo__st_cfail(out, LWO_ERROR_OUT_OF_HOST_MEMORY, "tensor \"%.100s\" [%s]: %llu elements of %s do not fit in memory",
+                             t->name ? t->name : "", sh, (unsigned long long)n, lwo_st_dtype_name(dt));
+    }
     bytes = n * lwo_st_dtype_size(dt);
     if (buf) {
-        if (buf_bytes < bytes) return LWO_ERROR_INVALID_ARGUMENT;
+        if (buf_bytes < bytes)
+            return lwo__st_cfail(out, LWO_ERROR_INVALID_ARGUMENT, "tensor \"%.100s\": buf holds %llu bytes, the %s data needs %llu",
+                                 t->name ? t->name : "", (unsigned long long)buf_bytes, lwo_st_dtype_name(dt), (unsigned long long)bytes);
         dst = (uint8_t *)buf;
     } else {
         dst = (uint8_t *)LWO_MALLOC(bytes ? (size_t)bytes : 1);
-        if (!dst) return LWO_ERROR_OUT_OF_HOST_MEMORY;
+        if (!dst)
+            return lwo__st_cfail(out, LWO_ERROR_OUT_OF_HOST_MEMORY, "tensor \"%.100s\": out of host memory for %llu bytes of %s",
+                                 t->name ? t->name : "", (unsigned long long)bytes, lwo_st_dtype_name(dt));
         out->owned_data = dst;
     }
     out->data = dst;
@@ -6777,12 +6940,17 @@ LWO_API lwo_result lwo_safetensors_convert(const lwo_st_tensor *t, lwo_store_for
         uint64_t r, c, rows = out->rows, cols = out->cols;
         float *sc;
         if (scales) {
-            if (scales_count < rows) { lwo_st_converted_free(out); memset(out, 0, sizeof *out); return LWO_ERROR_INVALID_ARGUMENT; }
+            if (scales_count < rows)
+                return lwo__st_cfail(out, LWO_ERROR_INVALID_ARGUMENT, "tensor \"%.100s\": scales holds %llu floats, its %llu rows need one each",
+                                     t->name ? t->name : "", (unsigned long long)scales_count, (unsigned long long)rows);
             sc = scales;
         } else {
-            if (rows > ((size_t)-1) / sizeof(float)) { lwo_st_converted_free(out); return LWO_ERROR_OUT_OF_HOST_MEMORY; }
+            if (rows > ((size_t)-1) / sizeof(float))   /* only a tensor made by hand can get here */
+                return lwo__st_cfail(out, LWO_ERROR_OUT_OF_HOST_MEMORY, "tensor \"%.100s\": %llu row scales do not fit in memory",
+                                     t->name ? t->name : "", (unsigned long long)rows);
             sc = (float *)LWO_MALLOC(rows ? (size_t)rows * sizeof(float) : 1);
-            if (!sc) { lwo_st_converted_free(out); memset(out, 0, sizeof *out); return LWO_ERROR_OUT_OF_HOST_MEMORY; }
+            if (!sc) return lwo__st_cfail(out, LWO_ERROR_OUT_OF_HOST_MEMORY, "tensor \"%.100s\": out of host memory for %llu row scales",
+                                          t->name ? t->name : "", (unsigned long long)rows);
             out->owned_scales = sc;
         }
         out->row_scales = sc;
@@ -6849,14 +7017,6 @@ static lwo_result lwo__st_f32_copy(lwo_safetensors *f, const char *weight, const
     return LWO_SUCCESS;
 }
 
-static void lwo__st_shape(const lwo_st_tensor *t, char *buf, size_t size) {
-    int i;
-    size_t n = 0;
-    buf[0] = 0;
-    for (i = 0; i < t->ndim && n + 24 < size; i++)
-        n += (size_t)snprintf(buf + n, size - n, i ? ", %llu" : "%llu", (unsigned long long)t->shape[i]);
-}
-
 static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_format format, lwo_placement placement,
                                       lwo__st_prep *p) {
     lwo_st_quant q;
@@ -6895,7 +7055,7 @@ static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_
     case LWO_ST_QUANT_LWO_INT8: i8 = 1; break;   /* quant_info checked I8 [N, K], weight_scale F32 [N], smooth F32 [K] */
     case LWO_ST_QUANT_COMFY_QUANT:
         if (strcmp(q.comfy_format, "float8_e4m3fn") != 0 && strcmp(q.comfy_format, "float8_e5m2") != 0) {
-            lwo__st_fail(f, "tensor \"%.300s\": comfy_quant format \"%s\" is not one lwo loads (float8_e4m3fn, float8_e5m2)", name, q.comfy_format);
+            lwo__st_fail(f, "tensor \"%.300s\": comfy_quant format \"%.300s\" is not one lwo loads (float8_e4m3fn, float8_e5m2)", name, q.comfy_format);
             return LWO_ERROR_UNSUPPORTED;
         }
         /* fall through */
@@ -6921,7 +7081,7 @@ static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_
         case LWO_ST_F32: case LWO_ST_F16: case LWO_ST_BF16: case LWO_ST_F64: break;
         case LWO_ST_F8_E4M3: case LWO_ST_F8_E5M2: fp8 = 1; break;   /* no convention: the codes are the values */
         case LWO_ST_I8:
-            lwo__st_fail(f, "tensor \"%.300s\" is I8 without lwo's int8 convention (metadata \"lwo.quant\" = \"%s\" and a "
+            lwo__st_fail(f, "tensor \"%.300s\" is I8 without lwo's int8 convention (metadata \"lwo.quant\" = \"%.300s\" and a "
                          "\"<prefix>.weight_scale\" F32 [N]), so its scales are unknown", name, LWO_ST_QUANT_LWO_INT8_V1);
             return LWO_ERROR_UNSUPPORTED;
         default:
@@ -6997,13 +7157,8 @@ static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_
     /* the bias, "<prefix>.bias" */
     {
         size_t nl = strlen(name);
-        char bname[1024];
         const lwo_st_tensor *b = NULL;
-        if (nl > 7 && strcmp(name + nl - 7, ".weight") == 0 && nl - 7 < sizeof bname - 8) {
-            memcpy(bname, name, nl - 7);
-            memcpy(bname + nl - 7, ".bias", 6);
-            b = lwo_safetensors_find(f, bname);
-        }
+        if (nl > 7 && strcmp(name + nl - 7, ".weight") == 0) b = lwo__st_find_suffix(f, name, nl - 7, ".bias");
         if (b) {
             lwo__st_shape(b, sh, sizeof sh);
             if (b->ndim != 1 || b->shape[0] != N) {

@@ -1,9 +1,35 @@
-/* test_safetensors.c - the safetensors reader, writer, quant conventions, policy, conversion. CPU only. */
+/* test_safetensors.c - the safetensors reader, writer, quant conventions, policy, conversion,
+   and hostile inputs (issue 24: work and memory bounded by the file). CPU only. */
+#define _POSIX_C_SOURCE 200809L   /* before any system header, as lwo.h would set it */
+#include <stddef.h>
+#include <stdlib.h>
+/* lwo's host allocations here are refused above 256 MiB and counted: a header that makes lwo size
+   a buffer by its shape alone shows up as a refusal (checked at the end), not as an OOM kill. */
+#define CHECK_ALLOC_CAP ((size_t)256 << 20)
+static size_t check_alloc_refused, check_alloc_biggest;
+static void *check_malloc(size_t n) {
+    if (n > check_alloc_biggest) check_alloc_biggest = n;
+    if (n > CHECK_ALLOC_CAP) { check_alloc_refused++; return NULL; }
+    return malloc(n);
+}
+static void *check_realloc(void *p, size_t n) {
+    if (n > check_alloc_biggest) check_alloc_biggest = n;
+    if (n > CHECK_ALLOC_CAP) { check_alloc_refused++; return NULL; }
+    return realloc(p, n);
+}
+#define LWO_MALLOC(sz) check_malloc(sz)
+#define LWO_FREE(p) free(p)
+#define LWO_REALLOC(p, sz) check_realloc(p, sz)
 #define LWO_IMPLEMENTATION
-#include "../lwo.h" /* first: it sets the POSIX feature level */
+#include "../lwo.h"
 #include <math.h>
 #include <stdint.h>
 #include <unistd.h>
+#include <signal.h>
+#include <setjmp.h>
+#include <time.h>
+#include <sys/wait.h>
+#include <sys/resource.h>
 #include "check.h"
 
 static char tmpdir[256];
@@ -611,11 +637,11 @@ static void test_quant(void) {
 /* lwo__st_weight_prep, expecting result r; on success the caller frees p. */
 static int prep(lwo_safetensors *f, const char *name, lwo_format fmt, lwo_placement pl, lwo__st_prep *p, lwo_result want) {
     lwo_result r = lwo__st_weight_prep(f, name, fmt, pl, p);
-    CHECK(r == want, "prep %s as %d placement %d: got %s, want %s (%s)", name, (int)fmt, (int)pl, lwo_result_string(r), lwo_result_string(want),
+    CHECK(r == want, "prep %.60s as %d placement %d: got %s, want %s (%.300s)", name, (int)fmt, (int)pl, lwo_result_string(r), lwo_result_string(want),
           lwo_safetensors_error(f));
     if (r != LWO_SUCCESS) {
         CHECK(strstr(lwo_safetensors_error(f), name) != NULL || strstr(lwo_safetensors_error(f), "bias") != NULL,
-              "the detail names the tensor: %s", lwo_safetensors_error(f));
+              "the detail names the tensor: %.300s", lwo_safetensors_error(f));
         lwo__st_prep_free(p);
     }
     return r == LWO_SUCCESS;
@@ -857,6 +883,354 @@ static void test_load(void) {
     lwo_safetensors_close(g);
 }
 
+/* ---- hostile inputs (issue 24): work and memory bounded by the file ------------------------- */
+/* CPU time: the limits below are on work done, which a busy machine does not change */
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+/* A metadata-only header of n keys "k<i>" with values "v<i>", in ascending or descending i; with
+   dup, one more entry repeats "k0" at the very end. */
+static char *meta_header(size_t n, int desc, int dup, size_t *len) {
+    size_t k = 0, i;
+    char *h = (char *)malloc(64 + n * 48);
+    k += (size_t)sprintf(h + k, "{\"__metadata__\":{");
+    for (i = 0; i < n; i++) {
+        unsigned long long j = (unsigned long long)(desc ? n - 1 - i : i);
+        k += (size_t)sprintf(h + k, "%s\"k%llu\":\"v%llu\"", i ? "," : "", j, j);
+    }
+    if (dup) k += (size_t)sprintf(h + k, ",\"k0\":\"again\"");
+    k += (size_t)sprintf(h + k, "}}");
+    *len = k;
+    return h;
+}
+static lwo_safetensors *open_header(const char *h, size_t hlen, size_t ndata, uint8_t **keep, lwo_result want, const char *label) {
+    size_t n;
+    lwo_safetensors *f = NULL;
+    lwo_result r;
+    *keep = mk(h, hlen, ndata, &n);
+    r = lwo_safetensors_open_memory(*keep, n, &f);
+    CHECK(r == want, "%s: %s (%s)", label, lwo_result_string(r), lwo_safetensors_error(f));
+    return f;
+}
+
+/* Shapes of no elements with one enormous dimension: INT8 conversion must neither allocate nor
+   loop per row (2^36 rows asked malloc for 256 GiB of row scales; 2^30 rows looped for seconds). */
+static void test_hostile_shapes(void) {
+    static const unsigned long long rows[] = { 2, 1ull << 30, 1ull << 36, 1ull << 62, 0x7fffffffffffffffull };
+    char h[256], want[64];
+    size_t i;
+    double t0 = now_s();
+    check_alloc_biggest = 0;
+    for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        uint8_t *b;
+        lwo_safetensors *f;
+        const lwo_st_tensor *t;
+        lwo_st_converted c;
+        lwo__st_prep p;
+        lwo_format lf;
+        float sc[1];
+        int fmt;
+        snprintf(h, sizeof h, "{\"w\":{\"dtype\":\"F32\",\"shape\":[%llu,0],\"data_offsets\":[0,0]}}", rows[i]);
+        snprintf(want, sizeof want, "[%llu, 0]", rows[i]);
+        f = open_header(h, strlen(h), 0, &b, LWO_SUCCESS, want);
+        t = lwo_safetensors_find(f, "w");
+        CHECK(t && t->numel == 0 && t->bytes == 0, "%s: no elements", want);
+        if (!t) { lwo_safetensors_close(f); free(b); continue; }
+        CHECK(lwo_safetensors_convert(t, LWO_STORE_INT8, NULL, 0, NULL, 0, &c) == LWO_ERROR_BAD_FILE && !c.data && !c.owned_scales,
+              "%s -> int8 refused: %s", want, c.error);
+        CHECK(strstr(c.error, "\"w\"") && strstr(c.error, want) && strstr(c.error, "row scales"), "the message names the tensor and its shape: %s", c.error);
+        CHECK(lwo_safetensors_convert(t, LWO_STORE_INT8, sc, 0, sc, 1, &c) == LWO_ERROR_BAD_FILE, "%s: refused with the caller's buffers too", want);
+        for (fmt = LWO_STORE_KEEP; fmt < (int)LWO_STORE_INT8; fmt++) {
+            CHECK(lwo_safetensors_convert(t, (lwo_store_format)fmt, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.bytes == 0 && !c.error[0],
+                  "%s -> %s: nothing to convert (%s)", want, lwo_store_format_name((lwo_store_format)fmt), c.error);
+            lwo_st_converted_free(&c);
+        }
+        CHECK(lwo__st_weight_prep(f, "w", LWO_FORMAT_INT8, LWO_PLACE_AUTO, &p) == LWO_ERROR_INVALID_ARGUMENT &&
+              strstr(lwo_safetensors_error(f), want), "%s: the loader refuses it by shape: %s", want, lwo_safetensors_error(f));
+        lwo__st_prep_free(&p);
+        CHECK(lwo_safetensors_weight_format(f, "w", LWO_STORE_KEEP, &lf) == LWO_SUCCESS && lf == LWO_FORMAT_BF16, "%s: KEEP is bf16", want);
+        lwo_safetensors_close(f);
+        free(b);
+    }
+    CHECK(now_s() - t0 < 1.0, "the enormous empty shapes took %.2f s", now_s() - t0);
+    CHECK(check_alloc_biggest <= 16384, "no allocation sized by a shape (the largest was %llu bytes)", (unsigned long long)check_alloc_biggest);
+    {   /* the edges: one empty row is one scale; no rows, no scales; 1-D is one row */
+        const char *hs = "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,0],\"data_offsets\":[0,0]},\"c\":{\"dtype\":\"F32\",\"shape\":[0,5],\"data_offsets\":[0,0]},"
+                         "\"d\":{\"dtype\":\"BF16\",\"shape\":[0],\"data_offsets\":[0,0]},\"e\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}";
+        uint8_t *b;
+        lwo_safetensors *f = open_header(hs, strlen(hs), 16, &b, LWO_SUCCESS, "edges");
+        lwo_st_converted c;
+        CHECK(lwo_safetensors_convert(lwo_safetensors_find(f, "a"), LWO_STORE_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS &&
+              c.rows == 1 && c.cols == 0 && c.row_scales && c.row_scales[0] == 1.0f, "[1, 0] -> one row of scale 1: %s", c.error);
+        lwo_st_converted_free(&c);
+        CHECK(lwo_safetensors_convert(lwo_safetensors_find(f, "c"), LWO_STORE_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.rows == 0, "[0, 5] -> no rows");
+        lwo_st_converted_free(&c);
+        CHECK(lwo_safetensors_convert(lwo_safetensors_find(f, "d"), LWO_STORE_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.rows == 1, "[0] -> one row");
+        lwo_st_converted_free(&c);
+        CHECK(lwo_safetensors_convert(lwo_safetensors_find(f, "e"), LWO_STORE_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.rows == 2 && c.cols == 2, "[2, 2]");
+        lwo_st_converted_free(&c);
+        CHECK(lwo_safetensors_convert(NULL, LWO_STORE_INT8, NULL, 0, NULL, 0, &c) == LWO_ERROR_INVALID_ARGUMENT && c.error[0], "NULL tensor says why");
+        CHECK(lwo_safetensors_convert(lwo_safetensors_find(f, "e"), (lwo_store_format)99, NULL, 0, NULL, 0, &c) == LWO_ERROR_INVALID_ARGUMENT &&
+              strstr(c.error, "99"), "bad target says why: %s", c.error);
+        lwo_safetensors_close(f);
+        free(b);
+    }
+}
+
+/* Many keys: 200,000 metadata keys in either order, a duplicate found only at the end, 50,000
+   tensors, and the writer with 200,000 keys (its value lookup was quadratic). */
+static void test_hostile_keys(void) {
+    enum { NK = 200000, NT = 50000 };
+    size_t len, i, k;
+    int desc;
+    char *h;
+    uint8_t *b;
+    lwo_safetensors *f;
+    double t0;
+    for (desc = 0; desc < 2; desc++) {
+        h = meta_header(NK, desc, 0, &len);
+        t0 = now_s();
+        f = open_header(h, len, 0, &b, LWO_SUCCESS, desc ? "200k keys, descending" : "200k keys");
+        CHECK(now_s() - t0 < 1.0, "opening %d metadata keys took %.2f s", NK, now_s() - t0);
+        CHECK(lwo_safetensors_metadata_count(f) == NK, "all keys");
+        CHECK(lwo_safetensors_metadata_find(f, "k0") && strcmp(lwo_safetensors_metadata_find(f, "k0"), "v0") == 0 &&
+              lwo_safetensors_metadata_find(f, "k199999") && strcmp(lwo_safetensors_metadata_find(f, "k199999"), "v199999") == 0, "lookups");
+        for (i = 1; i < lwo_safetensors_metadata_count(f); i++)
+            if (strcmp(lwo_safetensors_metadata_key(f, i - 1), lwo_safetensors_metadata_key(f, i)) >= 0) break;
+        CHECK(i == NK, "keys in order (broken at %llu)", (unsigned long long)i);
+        lwo_safetensors_close(f);
+        free(b);
+        free(h);
+    }
+    h = meta_header(NK, 1, 1, &len);
+    f = open_header(h, len, 0, &b, LWO_ERROR_BAD_FILE, "a duplicate key at the end");
+    CHECK(f && strstr(lwo_safetensors_error(f), "duplicate metadata key \"k0\""), "names the key: %s", lwo_safetensors_error(f));
+    lwo_safetensors_close(f); free(b); free(h);
+    h = (char *)malloc(16 + (size_t)NT * 64);
+    k = (size_t)sprintf(h, "{");
+    for (i = 0; i < NT; i++)
+        k += (size_t)sprintf(h + k, "%s\"t%llu\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}", i ? "," : "", (unsigned long long)(NT - i));
+    k += (size_t)sprintf(h + k, "}");
+    t0 = now_s();
+    f = open_header(h, k, 0, &b, LWO_SUCCESS, "50k tensors");
+    CHECK(now_s() - t0 < 1.0 && lwo_safetensors_count(f) == NT && lwo_safetensors_find(f, "t1") && lwo_safetensors_find(f, "t50000"),
+          "50k empty tensors: %.2f s", now_s() - t0);
+    lwo_safetensors_close(f); free(b); free(h);
+    {   /* the writer: 200,000 keys given in descending order, each value still beside its key */
+        const char **ks = (const char **)malloc(NK * sizeof *ks), **vs = (const char **)malloc(NK * sizeof *vs);
+        char *pool = (char *)malloc((size_t)NK * 24), err[256];
+        size_t at = 0, bad = 0;
+        for (i = 0; i < NK; i++) {
+            ks[i] = pool + at; at += (size_t)sprintf(pool + at, "k%llu", (unsigned long long)(NK - 1 - i)) + 1;
+            vs[i] = pool + at; at += (size_t)sprintf(pool + at, "v%llu", (unsigned long long)(NK - 1 - i)) + 1;
+        }
+        t0 = now_s();
+        CHECK(lwo_safetensors_write(tpath("keys.safetensors"), NULL, 0, ks, vs, NK, err, sizeof err) == LWO_SUCCESS, "%s", err);
+        CHECK(now_s() - t0 < 2.0, "writing %d metadata keys took %.2f s", NK, now_s() - t0);
+        CHECK(lwo_safetensors_open(tpath("keys.safetensors"), &f) == LWO_SUCCESS && lwo_safetensors_metadata_count(f) == NK, "%s", lwo_safetensors_error(f));
+        for (i = 0; i < lwo_safetensors_metadata_count(f); i++)
+            if (strcmp(lwo_safetensors_metadata_key(f, i) + 1, lwo_safetensors_metadata_value(f, i) + 1) != 0) bad++;
+        CHECK(bad == 0, "every value beside its key (%llu wrong)", (unsigned long long)bad);
+        lwo_safetensors_close(f);
+        free(ks); free(vs); free(pool);
+    }
+}
+
+/* lwo's heap sort against qsort: element sizes below, at and above its 64-byte swap chunk, inputs
+   random (with repeats), sorted, reversed and constant. Keys repeat with identical payloads, so
+   the sorted arrays must match byte for byte. */
+static size_t sort_es;
+static int cmp_key(const void *a, const void *b) {
+    uint32_t x, y;
+    memcpy(&x, a, 4);
+    memcpy(&y, b, 4);
+    return x < y ? -1 : x > y ? 1 : 0;
+}
+static void test_sort(void) {
+    static const size_t sizes[3] = { 4, 7, 100 }, counts[8] = { 0, 1, 2, 3, 17, 64, 1000, 4097 };
+    size_t si, ci, i, bad = 0;
+    int pat;
+    for (si = 0; si < 3; si++)
+        for (ci = 0; ci < 8; ci++)
+            for (pat = 0; pat < 4; pat++) {
+                size_t es = sort_es = sizes[si], n = counts[ci];
+                unsigned char *a = (unsigned char *)malloc(n * es + 1), *q = (unsigned char *)malloc(n * es + 1);
+                for (i = 0; i < n; i++) {
+                    uint32_t key = pat == 0 ? (uint32_t)(check_rand_u64() % (n / 3 + 1)) : pat == 1 ? (uint32_t)i : pat == 2 ? (uint32_t)(n - i) : 7u;
+                    size_t j;
+                    memcpy(a + i * es, &key, 4);
+                    for (j = 4; j < es; j++) a[i * es + j] = (unsigned char)(key * 31 + j);
+                }
+                memcpy(q, a, n * es);
+                lwo__st_sort(a, n, es, cmp_key);
+                qsort(q, n, es, cmp_key);
+                if (n && memcmp(a, q, n * es) != 0) bad++;
+                free(a);
+                free(q);
+            }
+    CHECK(bad == 0, "heap sort equals qsort (%llu of 96 differ)", (unsigned long long)bad);
+}
+
+/* A 64 KiB weight name: its lwo int8 companions and bias are found (a 1 KiB buffer used to drop
+   them silently). */
+static void test_hostile_names(void) {
+    enum { L = 65536 };
+    char *nm[4], err[256];
+    static const char *const suffix[4] = { ".weight", ".weight_scale", ".smooth", ".bias" };
+    int8_t q[4] = { 1, -2, 3, -4 };
+    float ws[2] = { 0.5f, 0.25f }, sm[2] = { 1.0f, 2.0f }, bias[2] = { 1.0f, -1.0f };
+    uint64_t s22[2] = { 2, 2 }, s2[1] = { 2 };
+    lwo_st_write_tensor w[4];
+    const char *k[1] = { "lwo.quant" }, *v[1] = { LWO_ST_QUANT_LWO_INT8_V1 };
+    lwo_safetensors *f = NULL;
+    lwo_st_quant qi;
+    lwo__st_prep p;
+    int i;
+    for (i = 0; i < 4; i++) {
+        nm[i] = (char *)malloc(L + 16);
+        memset(nm[i], 'n', L);
+        strcpy(nm[i] + L, suffix[i]);
+    }
+    w[0] = check_st_tensor(nm[0], LWO_ST_I8, 2, s22, q);
+    w[1] = check_st_tensor(nm[1], LWO_ST_F32, 1, s2, ws);
+    w[2] = check_st_tensor(nm[2], LWO_ST_F32, 1, s2, sm);
+    w[3] = check_st_tensor(nm[3], LWO_ST_F32, 1, s2, bias);
+    CHECK(lwo_safetensors_write(tpath("long.safetensors"), w, 4, k, v, 1, err, sizeof err) == LWO_SUCCESS, "%s", err);
+    CHECK(lwo_safetensors_open(tpath("long.safetensors"), &f) == LWO_SUCCESS, "%s", lwo_safetensors_error(f));
+    CHECK(lwo_safetensors_quant_info(f, nm[0], &qi) == LWO_SUCCESS && qi.format == LWO_ST_QUANT_LWO_INT8 && qi.weight_scale && qi.smooth,
+          "a 64 KiB name keeps its int8 convention (%d)", (int)qi.format);
+    if (prep(f, nm[0], LWO_FORMAT_INT8, LWO_PLACE_AUTO, &p, LWO_SUCCESS)) {
+        CHECK(p.bias && p.d.bias && p.d.row_scales && p.d.smooth, "and its bias");
+        lwo__st_prep_free(&p);
+    }
+    CHECK(lwo_safetensors_quant_info(f, "nnn.weight", &qi) == LWO_ERROR_NOT_FOUND && strlen(lwo_safetensors_error(f)) < 400, "short message");
+    lwo_safetensors_close(f);
+    {   /* an error about a long name quotes 300 bytes of it */
+        size_t n;
+        char *h = (char *)malloc(L + 128);
+        uint8_t *b;
+        sprintf(h, "{\"%s\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", nm[0]);
+        b = mk(h, strlen(h), 4, &n);
+        CHECK(lwo_safetensors_open_memory(b, n, &f) == LWO_ERROR_BAD_FILE && strlen(lwo_safetensors_error(f)) < 700, "long name, short message");
+        lwo_safetensors_close(f);
+        free(b);
+        free(h);
+    }
+    for (i = 0; i < 4; i++) free(nm[i]);
+}
+
+/* Only regular files open. Opening a FIFO used to block forever: the alarm turns a hang into a
+   failed run that says so. */
+static void on_alarm(int sig) {
+    static const char msg[] = "FAIL test_special_files: lwo_safetensors_open blocked for 30 s (on a FIFO?)\n";
+    (void)sig;
+    if (write(1, msg, sizeof msg - 1) < 0) _exit(3);
+    _exit(2);
+}
+static void test_special_files(void) {
+    lwo_safetensors *f = NULL;
+    char fifo[512], link[512], dlink[512];
+    snprintf(fifo, sizeof fifo, "%s", tpath("fifo"));
+    snprintf(link, sizeof link, "%s", tpath("fifo-link"));
+    snprintf(dlink, sizeof dlink, "%s", tpath("dir-link"));
+    fflush(stdout);
+    signal(SIGALRM, on_alarm);
+    alarm(30);
+    CHECK(mkfifo(fifo, 0600) == 0 && symlink(fifo, link) == 0 && symlink(tmpdir, dlink) == 0, "make the special files");
+    CHECK(lwo_safetensors_open(fifo, &f) == LWO_ERROR_IO && strstr(lwo_safetensors_error(f), "a FIFO") && strstr(lwo_safetensors_error(f), fifo),
+          "a FIFO is refused, not waited on: %s", lwo_safetensors_error(f));
+    lwo_safetensors_close(f);
+    CHECK(lwo_safetensors_open(link, &f) == LWO_ERROR_IO && strstr(lwo_safetensors_error(f), "a FIFO"), "a link to a FIFO: %s", lwo_safetensors_error(f));
+    lwo_safetensors_close(f);
+    CHECK(lwo_safetensors_open(dlink, &f) == LWO_ERROR_IO && strstr(lwo_safetensors_error(f), "a directory"), "a link to a directory: %s", lwo_safetensors_error(f));
+    lwo_safetensors_close(f);
+    if (access("/dev/null", R_OK) == 0) {
+        CHECK(lwo_safetensors_open("/dev/null", &f) == LWO_ERROR_IO && strstr(lwo_safetensors_error(f), "a character device"), "/dev/null: %s", lwo_safetensors_error(f));
+        lwo_safetensors_close(f);
+    }
+    {
+        const char *paths[2];
+        paths[0] = tpath("long.safetensors"); paths[1] = fifo;
+        CHECK(lwo_safetensors_open_many(paths, 2, &f) == LWO_ERROR_IO && strstr(lwo_safetensors_error(f), "a FIFO"), "a FIFO among shards: %s", lwo_safetensors_error(f));
+        lwo_safetensors_close(f);
+    }
+    alarm(0);
+    signal(SIGALRM, SIG_DFL);
+}
+
+/* The file under an open mapping. The size is checked at open only (see LIMITS in lwo.h): a file
+   that shrinks makes a read of the lost pages raise SIGBUS, which is the caller's to handle; what
+   open decoded (names, shapes, metadata) stays usable; a file replaced by rename leaves the open
+   mapping intact. */
+static sigjmp_buf bus_jump;
+static void on_sigbus(int sig) { (void)sig; siglongjmp(bus_jump, 1); }
+static void test_shrink(void) {
+    enum { BIG = 256 << 10 };
+    uint8_t *big = (uint8_t *)malloc(BIG);
+    float two[2] = { 1.5f, -2.5f };
+    uint64_t sb[1] = { BIG }, s2[1] = { 2 };
+    lwo_st_write_tensor w[2];
+    const char *k[1] = { "note" }, *v[1] = { "kept" };
+    char err[256];
+    const char *path = tpath("shrink.safetensors");
+    lwo_safetensors *f = NULL, *g = NULL;
+    const lwo_st_tensor *t;
+    lwo_st_quant qi;
+    int st = 0;
+    pid_t pid;
+    memset(big, 0x5a, BIG);
+    w[0] = check_st_tensor("big", LWO_ST_U8, 1, sb, big);
+    w[1] = check_st_tensor("small", LWO_ST_F32, 1, s2, two);
+    CHECK(lwo_safetensors_write(path, w, 2, k, v, 1, err, sizeof err) == LWO_SUCCESS, "%s", err);
+    CHECK(lwo_safetensors_open(path, &f) == LWO_SUCCESS, "%s", lwo_safetensors_error(f));
+    t = lwo_safetensors_find(f, "big");
+    CHECK(t && t->offset + t->bytes > 8192, "big lies past the first pages");
+    CHECK(truncate(path, 4096) == 0, "truncate");
+    /* what open decoded lives in lwo's memory */
+    CHECK(lwo_safetensors_find(f, "big") == t && lwo_safetensors_count(f) == 2 && t->shape[0] == BIG, "lookups after the shrink");
+    CHECK(lwo_safetensors_metadata_find(f, "note") && strcmp(lwo_safetensors_metadata_find(f, "note"), "kept") == 0, "metadata after the shrink");
+    CHECK(lwo_safetensors_quant_info(f, "big", &qi) == LWO_SUCCESS, "quant_info reads no tensor data");
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {   /* no handler: reading a lost page kills with SIGBUS */
+        volatile uint8_t x;
+        signal(SIGBUS, SIG_DFL);
+        x = ((const volatile uint8_t *)t->data)[t->bytes - 1];
+        (void)x;
+        _exit(0);
+    }
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFSIGNALED(st) && WTERMSIG(st) == SIGBUS, "a read past the new end is SIGBUS (status 0x%x)", st);
+    pid = fork();
+    if (pid == 0) {   /* the caller's recipe: a handler that jumps out of the read */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_sigbus;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGBUS, &sa, NULL);
+        if (sigsetjmp(bus_jump, 1)) _exit(7);
+        { volatile uint8_t x = ((const volatile uint8_t *)t->data)[t->bytes - 1]; (void)x; }
+        _exit(0);
+    }
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 7, "a caller's SIGBUS handler catches it (status 0x%x)", st);
+    CHECK(lwo_safetensors_open(path, &g) == LWO_ERROR_BAD_FILE && strstr(lwo_safetensors_error(g), "past the end"), "reopened, the shrunk file is refused: %s",
+          lwo_safetensors_error(g));
+    lwo_safetensors_close(g);
+    lwo_safetensors_close(f);
+    /* replaced by rename while open: the old mapping keeps the old bytes */
+    CHECK(lwo_safetensors_write(path, w, 2, k, v, 1, err, sizeof err) == LWO_SUCCESS, "%s", err);
+    CHECK(lwo_safetensors_open(path, &f) == LWO_SUCCESS, "%s", lwo_safetensors_error(f));
+    memset(big, 0xa5, BIG);
+    CHECK(lwo_safetensors_write(path, w, 2, k, v, 1, err, sizeof err) == LWO_SUCCESS, "rewrite: %s", err);
+    t = lwo_safetensors_find(f, "big");
+    CHECK(t && ((const uint8_t *)t->data)[0] == 0x5a && ((const uint8_t *)t->data)[BIG - 1] == 0x5a, "the open file still reads its own bytes");
+    CHECK(lwo_safetensors_open(path, &g) == LWO_SUCCESS && ((const uint8_t *)lwo_safetensors_find(g, "big")->data)[0] == 0xa5, "a new open reads the new file");
+    lwo_safetensors_close(g);
+    lwo_safetensors_close(f);
+    free(big);
+}
+
 int main(void) {
     const char *t = getenv("TMPDIR");
     check_seed("test_safetensors");
@@ -869,6 +1243,20 @@ int main(void) {
     test_convert();
     test_quant();
     test_load();
+    test_hostile_shapes();
+    test_hostile_keys();
+    test_sort();
+    test_hostile_names();
+    test_special_files();
+    test_shrink();
+    CHECK(check_alloc_refused == 0, "%llu allocations asked lwo's allocator for more than 256 MiB (the largest: %llu bytes)",
+          (unsigned long long)check_alloc_refused, (unsigned long long)check_alloc_biggest);
+    {   /* the whole run, hostile cases and the 100 MiB header buffer of test_malformed included */
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);   /* ru_maxrss in KiB on Linux */
+        CHECK(ru.ru_maxrss < 256L * 1024, "peak RSS %ld MiB is over 256 MiB", ru.ru_maxrss / 1024);
+        printf("peak RSS %ld MiB\n", ru.ru_maxrss / 1024);
+    }
     {   /* clean up */
         char cmd[600];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
