@@ -373,6 +373,9 @@ static lwo_result bench_budget(bench *b, uint64_t budget, double h2d, bench_row 
     row->gbs = b->graph_bytes / row->s_step / 1e9;
     row->bound_s = h2d > 0 ? b->graph_bytes / (h2d * 1e9) : 0;
     row->ok = 1;
+    printf("  %-10s budget %-9s plan: workspace %.0f MiB, split area %.1f MiB; GEMMs that split their last rounds: %llu in %llu launches since creation\n",
+           fmt_name(b->format), row->budget, st.plan_workspace_bytes / 1048576.0, st.plan_split_bytes / 1048576.0,
+           (unsigned long long)st.gemm_splits, (unsigned long long)st.kernels_launched);
     printf("  %-10s budget %-9s resident %6.2f GiB, ring %6.0f MiB, streamed %6.2f GiB/step: %7.3f s/step (eager %.3f, waited %.1f%%; "
            "the plan's model %.3f, graph %.3f; eager copies ran at %.1f GB/s), H2D %5.1f GB/s, transfer bound %.3f s, VRAM in use %.2f GiB\n", fmt_name(b->format), row->budget, row->resident_gib,
            st.ring_bytes / 1048576.0, row->streamed_gib, row->s_step, row->s_eager, 100.0 * row->wait_frac, st.plan_predicted_ms / 1000.0, st.plan_predicted_graph_ms / 1000.0, st.transfer_GBps, row->gbs,
