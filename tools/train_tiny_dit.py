@@ -11,7 +11,15 @@ Modes
          float32 reference sampler on the *exported* file, scores it, prints a summary table.
   --sample-ref:   load --out, write --ref-out (raw float32) + PNG grid, score if --classifier exists
   --train-classifier:  only train the scoring classifier (<= --cls-budget s) -> --classifier-out
-  --score F.f32 --classifier build/fmnist_classifier.pt
+  --train-classifier-synthetic:  the scoring classifier WITHOUT the data set: draws
+      --synthetic-per-class samples of each class from --out with the float32 reference sampler
+      (same --steps / --cfg as the demo; noise from a stream disjoint from the demo's, see
+      SYN_JUMP), holds out --synthetic-holdout of them, trains the same CNN on the rest
+      (<= --cls-budget s) and saves it (weights float16) -> --classifier-out
+      (default examples/tiny_dit_classifier.pt, the one --score falls back to)
+  --score F.f32|F.png --classifier build/fmnist_classifier.pt
+      prints "[score] per class: ...", "per-class accuracy: 0:100.0 ... 9:100.0 min 90.0" and
+      "F: N samples, X% classified as their class"; a .png is the demo's grid (8-bit)
   --compare A.f32 B.f32          relative L2 ||A-B|| / ||B|| (and max abs diff)
   --smoke:        tiny step counts / subsets, proves the pipeline end to end on CPU
                   (writes to build/smoke_* unless paths are given explicitly).
@@ -494,19 +502,23 @@ def train_dit(args, xtr, ytr, dev):
 
 
 # ----------------------------------------------------------------------------- classifier
-def train_classifier(args, xtr, ytr, xte, yte, dev):
+def fit_cnn(args, X, Y, epochs, eval_fn, dev, tag="cls"):
+    """Trains a fresh FmnistCNN on X [N,1,28,28] float in [-1,1], Y [N] int64 (both on dev):
+    AdamW + one-cycle LR, batch 256, label smoothing 0.05, random horizontal flips when
+    --cls-augment; eval_fn(model) -> accuracy after every epoch; stops after the epoch that
+    passes --cls-budget seconds."""
     torch.manual_seed(args.train_seed + 1)
     model = FmnistCNN().to(dev)
-    X = to_unit(torch.from_numpy(xtr).to(dev)).unsqueeze(1)
-    Y = torch.from_numpy(ytr.astype(np.int64)).to(dev)
     n, bs = X.shape[0], 256
     steps_per_epoch = (n + bs - 1) // bs
-    total = steps_per_epoch * args.cls_epochs
+    if n > 1 and n % bs == 1:  # a last batch of one would break BatchNorm1d in training mode
+        steps_per_epoch -= 1
+    total = steps_per_epoch * epochs
     opt = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=2e-3, total_steps=total, pct_start=0.2)
     t0 = time.time()
     done = 0
-    for ep in range(args.cls_epochs):
+    for ep in range(epochs):
         model.train()
         perm = torch.randperm(n, device=dev)
         for i in range(steps_per_epoch):
@@ -523,16 +535,23 @@ def train_classifier(args, xtr, ytr, xte, yte, dev):
                 sched.step()
             done += 1
         sync(dev)
-        acc = eval_classifier(model, xte, yte, dev)
-        log(f"[cls] epoch {ep + 1}/{args.cls_epochs}  loss {loss.item():.4f}  test acc {acc * 100:.2f}%  "
+        acc = eval_fn(model)
+        log(f"[{tag}] epoch {ep + 1}/{epochs}  loss {loss.item():.4f}  test acc {acc * 100:.2f}%  "
             f"t {time.time() - t0:.1f}s")
         if time.time() - t0 > args.cls_budget:
-            log("[cls] time budget reached, stopping")
+            log(f"[{tag}] time budget reached, stopping")
             break
-    acc = eval_classifier(model, xte, yte, dev)
+    return model.eval(), eval_fn(model), time.time() - t0
+
+
+def train_classifier(args, xtr, ytr, xte, yte, dev):
+    X = to_unit(torch.from_numpy(xtr).to(dev)).unsqueeze(1)
+    Y = torch.from_numpy(ytr.astype(np.int64)).to(dev)
+    epochs = args.cls_epochs if args.cls_epochs else 5
+    model, acc, secs = fit_cnn(args, X, Y, epochs, lambda m: eval_classifier(m, xte, yte, dev), dev)
     ensure_dir(args.classifier_out)
     torch.save({"arch": "fmnist-cnn-v1", "state_dict": model.state_dict()}, args.classifier_out)
-    return model, acc, time.time() - t0
+    return model, acc, secs
 
 
 @torch.no_grad() if torch is not None else (lambda f: f)
@@ -558,6 +577,15 @@ def load_classifier(path, dev):
     return model.eval()
 
 
+def per_class_line(pred, labels):
+    """The line shell scripts parse (tests/score_demo.sh):
+    'per-class accuracy: 0:100.0 1:90.0 ... 9:100.0 min 90.0' (percent, one decimal)."""
+    accs = [float((pred[labels == c] == c).mean()) * 100 if (labels == c).any() else float("nan")
+            for c in range(NUM_CLASSES)]
+    return ("per-class accuracy: " + " ".join(f"{c}:{a:.1f}" for c, a in enumerate(accs)) +
+            f" min {min(accs):.1f}"), accs
+
+
 def score_samples(cls_model, samples, dev, verbose=True):
     n = samples.shape[0]
     assert n % NUM_CLASSES == 0, n
@@ -568,6 +596,7 @@ def score_samples(cls_model, samples, dev, verbose=True):
     if verbose:
         pc = " ".join(f"{c}:{ok[labels == c].mean() * 100:.0f}%" for c in range(NUM_CLASSES))
         log(f"[score] per class: {pc}")
+        log(per_class_line(pred, labels)[0])
     return float(ok.mean())
 
 
@@ -653,10 +682,194 @@ def run_reference(args, dev, cls_model=None):
     return samples, acc, dt
 
 
+# ----------------------------------------------------------------------------- synthetic classifier
+SHIPPED_CLASSIFIER = "examples/tiny_dit_classifier.pt"
+# Noise of the synthetic training set.  Same generator as the demo ("splitmix64-boxmuller-v1"),
+# but a different stream position: the demo (and --sample-ref) with --seed s consumes splitmix64
+# states s + k*GOLDEN for draws k = 1 .. 2*784*N (156,800 draws for its 100 samples).  The
+# synthetic set is seeded with s + SYN_JUMP*GOLDEN (mod 2^64), so its draw k is the demo stream's
+# draw SYN_JUMP + k: it starts 2^40 draws (~7e8 images) past the demo's first draw, so the two sets
+# share no draw unless the demo draws more than 7e8 images.  Any *other* demo seed s' is a random-
+# looking position (s'-s)*GOLDEN^-1 of that same cycle of 2^64: the chance that its draws reach
+# the synthetic window (a few million draws) is ~1e-12.
+SYN_JUMP = 1 << 40
+
+
+def synthetic_noise_seed(seed):
+    return (int(seed) + SYN_JUMP * int(GOLDEN)) & 0xFFFFFFFFFFFFFFFF
+
+
+def sample_chunked(model, noise, labels, steps, cfg, dev, bsz, tag):
+    out, t0 = [], time.time()
+    for i in range(0, noise.shape[0], bsz):
+        out.append(sample_euler(model, noise[i:i + bsz], labels[i:i + bsz], steps, cfg, dev))
+        sync(dev)
+        log(f"[{tag}] sampled {i + out[-1].shape[0]}/{noise.shape[0]}  t {time.time() - t0:.1f}s")
+    return np.concatenate(out), time.time() - t0
+
+
+def save_classifier_small(model, path, extra):
+    """torch.save in load_classifier's format; weight tensors (>= 1024 elements) as float16,
+    the rest (BatchNorm statistics, biases) float32.  load_state_dict casts back to float32."""
+    sd = {k: (v.detach().half() if v.is_floating_point() and v.numel() >= 1024 else v.detach()).cpu()
+          for k, v in model.state_dict().items()}
+    ensure_dir(path)
+    torch.save(dict({"arch": "fmnist-cnn-v1", "state_dict": sd}, **extra), path)
+    return os.path.getsize(path)
+
+
+def train_classifier_synthetic(args, dev):
+    """The scoring classifier without the data set: FmnistCNN trained on the DiT's own float32
+    reference samples (sample_euler: same sampler, --steps, --cfg as the demo) of each class."""
+    T0 = time.time()
+    if not args.synthetic_batch:  # large batches are slower per sample on a CPU (cache)
+        args.synthetic_batch = 1000 if dev.type == "cuda" else 32
+    if dev.type == "cuda":  # plain float32 samples, as run_reference makes them
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    model, meta = load_exported(args.out, dev)
+    per = args.synthetic_per_class
+    n = NUM_CLASSES * per
+    sseed = synthetic_noise_seed(args.seed)
+    noise = gen_noise(sseed, n)
+    demo0 = gen_noise(args.seed, 1)
+    assert not np.array_equal(noise[0], demo0[0])
+    labels = np.arange(n) % NUM_CLASSES  # interleaved: every chunk holds every class
+    if (str(args.steps), float(args.cfg)) != (meta.get("lwo.steps"), float(meta.get("lwo.cfg_scale", "nan"))):
+        log(f"[syn] WARNING: --steps {args.steps} --cfg {args.cfg} differ from the file's (the demo's defaults): "
+            f"lwo.steps {meta.get('lwo.steps')}, lwo.cfg_scale {meta.get('lwo.cfg_scale')}")
+    log(f"[syn] {args.out}: {n} samples ({per} per class), {args.steps} Euler steps, cfg {args.cfg}, "
+        f"float32, noise {NOISE} seed {sseed:#x} (= --seed {args.seed} + 2^40 draws), device {dev}")
+    samples, t_sample = sample_chunked(model, noise, labels, args.steps, args.cfg, dev,
+                                       max(1, args.synthetic_batch), "syn")
+    log(f"[syn] {n} samples in {t_sample:.1f}s  mean {samples.mean():.4f} std {samples.std():.4f}")
+    if dev.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+
+    # held-out split: per class, a random args.synthetic_holdout of its samples (>= 1 when per >= 2)
+    rng = np.random.default_rng(args.train_seed)
+    hold = np.zeros(n, dtype=bool)
+    for c in range(NUM_CLASSES):
+        idx = np.flatnonzero(labels == c)
+        k = int(round(per * args.synthetic_holdout))
+        k = min(max(k, 1), per - 1) if per >= 2 else 0
+        hold[rng.permutation(idx)[:k]] = True
+    xh, yh = samples[hold], labels[hold]
+    X = torch.from_numpy(samples[~hold]).to(dev).unsqueeze(1)
+    Y = torch.from_numpy(labels[~hold].astype(np.int64)).to(dev)
+
+    def held_out(m):
+        return float((classify(m, xh, dev) == yh).mean()) if yh.size else float("nan")
+
+    epochs = args.cls_epochs if args.cls_epochs else 40
+    log(f"[syn] classifier: {int((~hold).sum())} train / {int(hold.sum())} held out, {epochs} epochs, "
+        f"budget {args.cls_budget:.0f}s")
+    cls, acc, t_cls = fit_cnn(args, X, Y, epochs, held_out, dev, tag="cls-syn")
+    if yh.size:
+        line, accs = per_class_line(classify(cls, xh, dev), yh)
+        log(f"[syn] held-out {line}")
+    size = save_classifier_small(cls, args.classifier_out, {
+        "trained_on": f"synthetic: {n} {meta.get('lwo.arch')} samples of {args.out}, {args.steps} steps, "
+                      f"cfg {args.cfg}, noise seed {sseed:#x}",
+        "heldout_accuracy": acc})
+    log(f"[syn] classifier -> {args.classifier_out} ({size} bytes, {size / 1e6:.2f} MB)")
+    if yh.size:  # the file as --score reads it (float16 weights) against the model in memory
+        same = int((classify(load_classifier(args.classifier_out, dev), xh, dev) == classify(cls, xh, dev)).sum())
+        log(f"[syn] the saved file agrees with the trained model on {same}/{yh.size} held-out samples")
+    log(f"[syn] held-out accuracy {acc * 100:.2f}% ({int(hold.sum())} samples)  "
+        f"sampling {t_sample:.1f}s  classifier {t_cls:.1f}s")
+
+    if args.synthetic_ref_check:  # the demo's own set (its noise, disjoint from the training set)
+        if dev.type == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+        nr = NUM_CLASSES * args.per_class
+        ref, _ = sample_chunked(model, gen_noise(args.seed, nr), np.arange(nr) // args.per_class,
+                                args.steps, args.cfg, dev, max(1, args.synthetic_batch), "syn-ref")
+        racc = score_samples(cls, ref, dev)
+        log(f"[syn] the demo's set (seed {args.seed}, {nr} samples): {racc * 100:.1f}% classified as their class")
+    log(f"[syn] total {time.time() - T0:.1f}s")
+    return acc
+
+
 def read_f32(path):
     a = np.fromfile(path, dtype="<f4")
     assert a.size % (IMG * IMG) == 0, f"{path}: {a.size} floats is not N x 28 x 28"
     return a.reshape(-1, IMG, IMG)
+
+
+def read_png_grid(path):
+    """The samples of a PNG grid as examples/diffuse.c (write_grid) and save_grid_png write it:
+    8-bit grayscale, 28x28 cells with 2-pixel borders, 3x zoom, samples row-major (the demo: a row
+    per class) -> float32 [N,28,28] = u8 / 127.5 - 1 (8-bit quantized, so within 1/255 of the
+    raw samples).  Plain zlib, no imaging library."""
+    import struct
+    import zlib
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError(f"{path}: not a PNG file")
+    pos, ihdr, idat = 8, None, []
+    while pos + 8 <= len(data):
+        n, = struct.unpack(">I", data[pos:pos + 4])
+        typ, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + n]
+        pos += 12 + n
+        if typ == b"IHDR":
+            ihdr = body
+        elif typ == b"IDAT":
+            idat.append(body)
+        elif typ == b"IEND":
+            break
+    if ihdr is None or not idat:
+        raise ValueError(f"{path}: no IHDR / IDAT")
+    w, h, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", ihdr[:13])
+    if (depth, color, interlace) != (8, 0, 0):
+        raise ValueError(f"{path}: want 8-bit grayscale, not interlaced (depth {depth}, color type {color})")
+    raw = zlib.decompress(b"".join(idat))
+    if len(raw) != h * (w + 1):
+        raise ValueError(f"{path}: {len(raw)} bytes of scanlines, want {h * (w + 1)}")
+    pix = np.zeros((h, w), dtype=np.uint8)
+    prev = np.zeros(w, dtype=np.int64)
+    for y in range(h):
+        ft = raw[y * (w + 1)]
+        line = np.frombuffer(raw, dtype=np.uint8, count=w, offset=y * (w + 1) + 1).astype(np.int64)
+        if ft == 0:
+            cur = line
+        elif ft == 1:  # sub (1 byte per pixel): a running sum
+            cur = np.cumsum(line) & 255
+        elif ft == 2:
+            cur = (line + prev) & 255
+        elif ft in (3, 4):
+            cur = np.zeros(w, dtype=np.int64)
+            left = 0
+            for x in range(w):
+                up = int(prev[x])
+                if ft == 3:
+                    pr = (left + up) >> 1
+                else:  # Paeth
+                    ul = int(prev[x - 1]) if x else 0
+                    pp = left + up - ul
+                    pa, pb, pc = abs(pp - left), abs(pp - up), abs(pp - ul)
+                    pr = left if pa <= pb and pa <= pc else (up if pb <= pc else ul)
+                left = cur[x] = (int(line[x]) + pr) & 255
+        else:
+            raise ValueError(f"{path}: bad filter type {ft} on row {y}")
+        pix[y] = cur
+        prev = cur
+    pad, zoom, cell = 2, 3, IMG + 2
+    cols, rows = (w // zoom - pad) // cell, (h // zoom - pad) // cell
+    if cols < 1 or rows < 1 or w != (cols * cell + pad) * zoom or h != (rows * cell + pad) * zoom:
+        raise ValueError(f"{path}: {w}x{h} is not a grid of 28x28 cells (2-pixel borders, 3x zoom)")
+    r, c = np.divmod(np.arange(rows * cols), cols)
+    yy = (r[:, None] * cell + pad + np.arange(IMG)[None]) * zoom + 1      # [N,28] centre rows
+    xx = (c[:, None] * cell + pad + np.arange(IMG)[None]) * zoom + 1      # [N,28] centre cols
+    u8 = pix[yy[:, :, None], xx[:, None, :]]                              # [N,28,28]
+    return (u8.astype(np.float32) / np.float32(127.5) - np.float32(1.0)).astype(np.float32)
+
+
+def read_samples(path):
+    return read_png_grid(path) if path.lower().endswith(".png") else read_f32(path)
 
 
 # ----------------------------------------------------------------------------- main
@@ -670,7 +883,8 @@ def main():
     ap.add_argument("--time-budget", type=float, default=180.0, help="DiT training seconds")
     ap.add_argument("--max-steps", type=int, default=0, help="stop DiT training after N steps (0 = time only)")
     ap.add_argument("--cls-budget", type=float, default=60.0, help="classifier training seconds (checked per epoch)")
-    ap.add_argument("--cls-epochs", type=int, default=5)
+    ap.add_argument("--cls-epochs", type=int, default=None,
+                    help="classifier epochs (default 5 on the data set, 40 on the synthetic set)")
     ap.add_argument("--cls-augment", type=int, default=1)
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--depth", type=int, default=6)
@@ -692,6 +906,15 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="tiny run for CPU testing")
     ap.add_argument("--sample-ref", action="store_true")
     ap.add_argument("--train-classifier", action="store_true", help="train only the classifier")
+    ap.add_argument("--train-classifier-synthetic", action="store_true",
+                    help="train the classifier on the model's own samples (no data set) -> --classifier-out "
+                         f"(default {SHIPPED_CLASSIFIER})")
+    ap.add_argument("--synthetic-per-class", type=int, default=300, help="synthetic samples per class")
+    ap.add_argument("--synthetic-holdout", type=float, default=0.2, help="fraction held out per class")
+    ap.add_argument("--synthetic-batch", type=int, default=None,
+                    help="samples per sampler call, the CFG batch twice that (default 1000 on CUDA, 32 on CPU)")
+    ap.add_argument("--synthetic-ref-check", type=int, default=1,
+                    help="1: also sample the demo's own set (--seed, --per-class) and score it")
     ap.add_argument("--score", default=None, metavar="FILE.f32")
     ap.add_argument("--compare", nargs=2, default=None, metavar=("A.f32", "B.f32"))
     args = ap.parse_args()
@@ -717,22 +940,35 @@ def main():
     sm = "build/smoke_" if args.smoke else None
     if args.out is None:
         args.out = sm + "tiny_dit.safetensors" if sm else "examples/tiny_dit.safetensors"
+    if args.classifier_out is None and args.train_classifier_synthetic:
+        args.classifier_out = sm + "tiny_dit_classifier.pt" if sm else SHIPPED_CLASSIFIER
     if args.classifier_out is None:
         args.classifier_out = sm + "fmnist_classifier.pt" if sm else "build/fmnist_classifier.pt"
     if args.ref_out is None:
         args.ref_out = sm + "ref_samples.f32" if sm else "build/ref_samples.f32"
     if args.classifier is None:
         args.classifier = args.classifier_out
+        if ((args.score or args.sample_ref) and not os.path.exists(args.classifier)
+                and os.path.exists(SHIPPED_CLASSIFIER)):
+            args.classifier = SHIPPED_CLASSIFIER  # the one trained without the data set
 
     if args.score:
+        if not os.path.exists(args.classifier):
+            log(f"no classifier {args.classifier}: make one with --train-classifier (data set) or "
+                f"--train-classifier-synthetic (no data set)")
+            return 2
         cls_model = load_classifier(args.classifier, dev)
-        s = read_f32(args.score)
+        s = read_samples(args.score)
         acc = score_samples(cls_model, s, dev)
         log(f"{args.score}: {s.shape[0]} samples, {acc * 100:.1f}% classified as their class")
         return 0
 
     if args.sample_ref:
         run_reference(args, dev)
+        return 0
+
+    if args.train_classifier_synthetic:
+        train_classifier_synthetic(args, dev)
         return 0
 
     if args.train_classifier:
