@@ -403,7 +403,7 @@ int main(void) {
     memset(&d, 0, sizeof d);
     d.vram_budget = 16ull << 20;
     d.log = quiet;
-    if (lwo_create(&d, &probe) != LWO_SUCCESS) { printf("no GPU: %s\n", lwo_last_error(probe)); lwo_destroy(probe); return CHECK_SUMMARY(); }
+    if (lwo_create(&d, &probe) != LWO_SUCCESS) { CHECK(0, "no context: %s", lwo_last_error(probe)); lwo_destroy(probe); return CHECK_SUMMARY(); }
     for (i = 0; i < (quick ? 2 : 6); i++) {
         if (!format_ok(probe, fmts[i])) { printf("  %s: not on this device\n", fmt_name(fmts[i])); continue; }
         test_format(fmts[i], 8);    /* splits forced on 8 CTAs: at these shapes the last rounds split */
