@@ -4200,14 +4200,18 @@ static int lwo__plan_spread(const uint64_t *sizes, size_t *order, size_t n) {
     return 1;
 }
 
-/* The room no resident weight took goes to the slots: room to pack more small weights. */
+/* The room no resident weight took goes to the slots: room to pack more small weights, up to a ring
+   that holds every streamed byte (past that a wider slot moves nothing sooner, and the room stays
+   the caller's). */
 static uint64_t lwo__plan_widen(const uint64_t *sizes, size_t n, const uint8_t *resident, uint64_t room, uint64_t slot, int slots) {
-    uint64_t res = 0;
+    uint64_t res = 0, streamed = 0, most, wide = slot;
     size_t i;
     if (slots <= 0) return slot;
-    for (i = 0; i < n; i++) if (resident[i]) res += sizes[i];
-    if (room > res + (uint64_t)slots * slot) slot += (room - res - (uint64_t)slots * slot) / (uint64_t)slots / LWO__ALIGN * LWO__ALIGN;
-    return slot;
+    for (i = 0; i < n; i++) { if (resident[i]) res += sizes[i]; else streamed += sizes[i]; }
+    most = lwo__round_up((streamed + (uint64_t)slots - 1) / (uint64_t)slots, LWO__ALIGN);
+    if (room > res + (uint64_t)slots * slot) wide += (room - res - (uint64_t)slots * slot) / (uint64_t)slots / LWO__ALIGN * LWO__ALIGN;
+    if (wide > most) wide = most;
+    return wide > slot ? wide : slot;
 }
 
 /* The timed planner. Fewest bytes streamed is the right aim only while transfers outrun compute

@@ -12,11 +12,14 @@
 #   bench-gemm  make bench-gemm: lwo's GEMMs beside PyTorch's (and Triton's) in one run
 #   bench-stream  make bench-stream, quick: the streamed stack beside PyTorch's prefetch
 # GPU_CHECK_PARTS picks some (space separated; the stamp is written only for a run of all of them).
-# Logs go to $OUT (or build/out). The cubin cache is build/lwo-cache (make warm-cache fills it on a
+# The cubin cache is build/lwo-cache (make warm-cache fills it on a
 # machine without the GPU, so a cold GPU machine need not compile).
 set -u
 export PYTHONUNBUFFERED=1
-O=${OUT:-build/out}; mkdir -p "$O" build
+# logs in build/gpu-check; at the end one archive of them, the table, the PNG and the stamp go to
+# $OUT (a GPU call returns few files)
+O=build/gpu-check; rm -rf "$O"; mkdir -p "$O"
+R=${OUT:-}
 export LWO_CACHE_DIR=${LWO_CACHE_DIR:-$PWD/build/lwo-cache}
 ALL="build tests sanitizer demo bench-dit bench bench-gemm bench-stream"
 PARTS=${GPU_CHECK_PARTS:-$ALL}
@@ -68,12 +71,12 @@ if has demo; then
   rm -f build/diffuse.png build/diffuse.f32
   run demo 240 "$O/demo.log" make -s demo
   demo_rc=$rc; demo_secs=$secs
-  cp build/diffuse.png "$O/" 2>/dev/null
+  cp build/diffuse.png "$O/" 2>/dev/null; [ -n "$R" ] && cp build/diffuse.png "$R/" 2>/dev/null
   cls=examples/tiny_dit_classifier.pt
   if [ ! -f "$cls" ] && [ -f build/tiny_dit_classifier.pt ]; then cls=build/tiny_dit_classifier.pt; fi
   if [ ! -f "$cls" ]; then   # once, until one is committed: trained on the reference sampler's own samples
     timeout 150 python3 tools/train_tiny_dit.py --train-classifier-synthetic --classifier-out build/tiny_dit_classifier.pt >"$O/classifier.log" 2>&1
-    cp build/tiny_dit_classifier.pt "$O/" 2>/dev/null && cls=build/tiny_dit_classifier.pt
+    [ -f build/tiny_dit_classifier.pt ] && cls=build/tiny_dit_classifier.pt && [ -n "$R" ] && cp "$cls" "$R/"
   fi
   score=$(bash tests/score_demo.sh build/diffuse.f32 "$cls" 2>&1); src=$?
   echo "$score" >"$O/demo_score.log"
@@ -87,7 +90,7 @@ if has bench-dit; then
   rows=$(tr '\r' '\n' <"$O/bench-dit.log" | grep -E '^(bf16|fp8-w8a8|fp8-upcast|int8) +(8192 MiB|all) ')
   n=$(echo "$rows" | grep -v failed | grep -c .)
   # format, budget, s/step and its ratio to max(compute, transfer bound)
-  head=$(echo "$rows" | awk '$0 !~ /failed/ { if ($2 == "all") printf "%s all %s s; ", $1, $3; else printf "%s 8G %s s (%s of bound); ", $1, $4, $11 }')
+  head=$(echo "$rows" | awk '$0 !~ /failed/ { if ($2 == "all") printf "%s all %s s; ", $1, $3; else printf "%s 8G %s s (%s of bound); ", $1, $4, $10 }')
   if [ $rc -eq 0 ] && [ "$n" -ge 8 ]; then row bench-dit PASS $secs "${head% ; }"
   else row bench-dit FAIL $secs "exit $rc, $n of 8 rows: ${head} $(grep -m 2 'failed' "$O/bench-dit.log" | cut -c1-200 | tr '\n|' ' /')"; fi
 fi
@@ -119,6 +122,7 @@ echo
 echo "==== make gpu-check: $((nfail)) failed, ${total}s on ${gpu:-no GPU} ===="
 printf '%s' "$TABLE"
 if [ "$PARTS" = "$ALL" ] && [ $nfail -eq 0 ]; then
-  python3 tests/gpu_stamp.py write "$O/gpu-check-table.md" "${gpu:-unknown}" && cp tests/gpu-verified.txt "$O/"
+  python3 tests/gpu_stamp.py write "$O/gpu-check-table.md" "${gpu:-unknown}" && [ -n "$R" ] && cp tests/gpu-verified.txt "$R/"
 fi
+if [ -n "$R" ]; then cp "$O/gpu-check-table.md" "$R/"; tar czf "$R/gpu-check-logs.tgz" -C build gpu-check; fi
 [ $nfail -eq 0 ]

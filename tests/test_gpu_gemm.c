@@ -73,6 +73,7 @@ static void run_case_ex(lwo_format fmt, lwo_dtype yt, int with_bias, int with_sm
         lwo_streaming_desc sd;
         memset(&sd, 0, sizeof sd);
         sd.max_rows = M;
+        sd.free_bytes = M * K * 2 + M * N * 4 + (1u << 20);   /* x and y are made after the plan */
         r = lwo_streaming_plan(ctx, &sd);
         CHECK(r == LWO_SUCCESS, "lwo_streaming_plan: %s", lwo_last_error(ctx));
         if (r) goto out;

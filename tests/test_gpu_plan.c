@@ -18,7 +18,7 @@
 #define LAYERS 6
 #define MAX_ROWS 256
 static const uint64_t shape_n[LAYERS] = { 640, 256, 384, 640, 256, 1024 };
-static const uint64_t shape_k[LAYERS] = { 256, 640, 200, 256, 640, 320 };   /* 200: padded x (K % 8 != 0) */
+static const uint64_t shape_k[LAYERS] = { 256, 640, 196, 256, 640, 320 };   /* 196: x padded into the workspace (K % 8 != 0) */
 
 typedef struct layer_data {
     void *w;            /* [N, K] in the stored dtype */

@@ -503,7 +503,10 @@ static void run_resident(lwo_safetensors **files) {
               count_regs(ctx, &refs));
     }
     lwo_destroy(ctx);
-    {   /* a budget too small for lwo_weight_create's temporaries: the zero-copy registration is released */
+    {   /* a weight stored as the file holds it streams from the mapping itself: making it takes no
+           VRAM, so a 1 MiB budget holds it, and destroying it releases the registration. Resident,
+           it needs its bytes (and lwo_weight_create's temporaries) in the arena: out of budget,
+           the tensor named, nothing left registered or pinned */
         lwo_context *tiny = NULL;
         lwo_weight *w = (lwo_weight *)1;
         size_t refs;
@@ -511,7 +514,18 @@ static void run_resident(lwo_safetensors **files) {
         d.vram_budget = 1ull << 20;
         d.log = on_log;
         if (lwo_create(&d, &tiny) == LWO_SUCCESS) {
-            lwo_result r = lwo_safetensors_load_weight(tiny, files[0], "bf_a.weight", LWO_FORMAT_BF16, LWO_PLACE_STREAMED, &w);
+            lwo_memory_stats m0, m1;
+            lwo_result r;
+            lwo_memory_stats_get(tiny, &m0);
+            r = lwo_safetensors_load_weight(tiny, files[0], "bf_a.weight", LWO_FORMAT_BF16, LWO_PLACE_STREAMED, &w);
+            lwo_memory_stats_get(tiny, &m1);
+            CHECK(r == LWO_SUCCESS && w && count_regs(tiny, &refs) == 1 && m1.in_use == m0.in_use,
+                  "a zero-copy weight under 1 MiB: %s, %zu registrations, arena %llu -> %llu bytes", lwo_last_error(tiny), count_regs(tiny, &refs),
+                  (unsigned long long)m0.in_use, (unsigned long long)m1.in_use);
+            if (r == LWO_SUCCESS) lwo_weight_destroy(tiny, w);
+            CHECK(count_regs(tiny, &refs) == 0 && tiny->weights == NULL, "destroyed, it leaves no registration");
+            w = (lwo_weight *)1;
+            r = lwo_safetensors_load_weight(tiny, files[0], "bf_a.weight", LWO_FORMAT_BF16, LWO_PLACE_RESIDENT, &w);
             CHECK(r == LWO_ERROR_OUT_OF_BUDGET && w == NULL && strstr(lwo_last_error(tiny), "bf_a.weight") != NULL,
                   "out of budget names the tensor: %s (%s)", lwo_result_string(r), lwo_last_error(tiny));
             CHECK(count_regs(tiny, &refs) == 0 && tiny->weights == NULL && tiny->pinned_bytes == 0, "nothing left registered or pinned");

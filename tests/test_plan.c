@@ -19,8 +19,17 @@ static int plan_valid(const lwo_plan_desc *d, const lwo_plan *p) {
     if (str && (p->slots < 1 || p->slots > (d->max_slots ? d->max_slots : 4))) return 0;
     if (!str && p->slots != 0) return 0;
     if (res + (uint64_t)p->slots * p->slot_bytes + d->workspace > d->budget) return 0;
-    /* the room left over widens the slots: less than one 256-byte step per slot stays unused */
-    if (p->slots && d->budget - (res + (uint64_t)p->slots * p->slot_bytes + d->workspace) >= (uint64_t)p->slots * 256) return 0;
+    /* the room left over widens the slots (less than one 256-byte step per slot stays unused), up
+       to a ring that holds every streamed byte */
+    if (p->slots && d->budget - (res + (uint64_t)p->slots * p->slot_bytes + d->workspace) >= (uint64_t)p->slots * 256 &&
+        (uint64_t)p->slots * p->slot_bytes < str) return 0;
+    if (p->slots && !d->use_ms) {   /* and no wider: the largest streamed weight, or the streamed bytes over the slots
+                                       (the timed planner also tries slots sized for a ring depth) */
+        uint64_t mxs = 0, even = (str + (uint64_t)p->slots - 1) / (uint64_t)p->slots;
+        for (i = 0; i < d->count; i++) if (!p->resident[i] && (d->weight_bytes[i] + 255) / 256 * 256 > mxs) mxs = (d->weight_bytes[i] + 255) / 256 * 256;
+        even = (even + 255) / 256 * 256;
+        if (p->slot_bytes > (mxs > even ? mxs : even)) return 0;
+    }
     return p->total_bytes == res + (uint64_t)p->slots * p->slot_bytes + d->workspace;
 }
 
@@ -283,7 +292,11 @@ static void must_stream_tests(void) {
             if (timed) { d.use_ms = ms; d.h2d_GBps = 0.5 + check_rand_uniform() * 50; }
             if (lwo_plan_make(&d, &p, err, sizeof err) != LWO_SUCCESS) { failed++; continue; }
             if (!plan_valid(&d, &p)) bad++;
-            for (i = 0; i < n; i++) if (must[i] && (p.resident[i] || w[i] > p.slot_bytes || !p.slots)) bad++;
+            for (i = 0; i < n; i++)
+                if (must[i] && (p.resident[i] || w[i] > p.slot_bytes || !p.slots)) {
+                    if (!bad++) printf("  must stream: weight %zu of %zu (%llu bytes, %s) resident %d, %d slots of %llu\n", i, n, (unsigned long long)w[i],
+                                       timed ? "timed" : "untimed", p.resident[i], p.slots, (unsigned long long)p.slot_bytes);
+                }
             lwo_plan_free(&p);
         }
     }
