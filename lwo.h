@@ -2831,6 +2831,7 @@ struct lwo_weight {
     lwo__home homes[3];
     struct lwo__lgraph *graphs; /* lwo_linear's graph cache (W8A8 formats), lwo_desc.graph_cache slots */
     int graphs_off;             /* a capture or update failed: plain launches for this weight */
+    int planned;                /* the last lwo_streaming_plan reserved lwo_linear's workspace for it */
     uint64_t graph_clock;       /* LRU stamps */
     lwo_weight *prev, *next;
 };
@@ -3360,14 +3361,16 @@ static lwo_result lwo__workspace_grow(lwo_context *ctx, uint64_t bytes) {
     return LWO_SUCCESS;
 }
 
-/* The workspace of one lwo_linear call: *rows = M where it holds the whole call (before any plan it
-   grows to), else the most rows it holds at a time (the call runs in chunks). After a plan nothing
-   grows: the plan reserved what its declared shapes need, and larger calls run in chunks. Inside a
-   capture nothing grows either (growing synchronizes). */
-static lwo_result lwo__linear_space(lwo_context *ctx, lwo_format f, uint64_t M, uint64_t N, uint64_t Kp, int pad,
-                                    lwo__CUdeviceptr *ws, uint64_t *rows) {
-    const uint64_t full = lwo__linear_ws(f, M, N, Kp, pad);
-    const int may_grow = !ctx->planned && !lwo__engine_capturing(ctx);
+/* The workspace of one lwo_linear call on weight w: *rows = M where it holds the whole call (it
+   grows to that where it may), else the most rows it holds at a time (the call runs in chunks).
+   For a weight the last plan placed nothing grows: the plan reserved what its declared shapes
+   need, and larger calls run in chunks. A weight made after the plan may grow it where the arena
+   has room (into the room the plan left free). Inside a capture nothing grows (growing
+   synchronizes). */
+static lwo_result lwo__linear_space(lwo_context *ctx, const lwo_weight *w, uint64_t M, int pad, lwo__CUdeviceptr *ws, uint64_t *rows) {
+    const lwo_format f = w->format;
+    const uint64_t N = w->rows, Kp = w->kpad, full = lwo__linear_ws(f, M, N, Kp, pad);
+    const int may_grow = !(ctx->planned && w->planned) && !lwo__engine_capturing(ctx);
     *rows = M;
     if (full > ctx->ws_size) {
         if (!may_grow || lwo__workspace_grow(ctx, full) != LWO_SUCCESS) {
@@ -3380,7 +3383,8 @@ static lwo_result lwo__linear_space(lwo_context *ctx, lwo_format f, uint64_t M, 
                                  "lwo_linear: a %llu x %llu %s weight needs %llu bytes of workspace (%llu for all %llu rows of x), and the "
                                  "workspace has %llu: %s", (unsigned long long)N, (unsigned long long)Kp, lwo__format_name(f),
                                  (unsigned long long)least, (unsigned long long)full, (unsigned long long)M, (unsigned long long)ctx->ws_size,
-                                 ctx->planned ? "the weight was made after the last lwo_streaming_plan, which reserves the workspace; plan again"
+                                 ctx->planned && w->planned ? "more than the last lwo_streaming_plan reserved"
+                                 : ctx->planned ? "the weight was made after the last lwo_streaming_plan, which reserves the workspace, and the arena has no room; plan again"
                                  : lwo__engine_capturing(ctx) ? "run the pass once before capturing it (the workspace cannot grow inside a capture)"
                                  : "the budget has no room for it (raise lwo_desc.vram_budget)");
             if (!ctx->chunk_logged) {
@@ -3921,7 +3925,7 @@ static lwo_result lwo__linear_run(lwo_context *ctx, lwo_stream *stream, const lw
         lwo__CUdeviceptr B = w->data->ptr, xpad = 0;
         uint64_t rows = M, m0;
         /* sized before anything is queued: growing synchronizes and allocates */
-        if ((upcast || pad) && (r = lwo__linear_space(ctx, w->format, M, N, Kp, pad, &ws, &rows)) != 0) return r;
+        if ((upcast || pad) && (r = lwo__linear_space(ctx, w, M, pad, &ws, &rows)) != 0) return r;
         if (upcast) {
             if ((r = lwo__convert_launch(ctx, cs, w->data->ptr, w->data->dtype, ws, x->dtype, N * Kp, 1.0f, w->scales->ptr, "lwo_k_convert")) != 0) return r;
             B = ws;
@@ -3942,7 +3946,7 @@ static lwo_result lwo__linear_run(lwo_context *ctx, lwo_stream *stream, const lw
     case LWO_FORMAT_INT8: case LWO_FORMAT_FP8_E4M3_W8A8: {
         uint64_t rows, m0;
         int kind = bias ? bias_kind : (w->bias ? 0 : -1);
-        if ((r = lwo__linear_space(ctx, w->format, M, N, Kp, 0, &ws, &rows)) != 0) return r;
+        if ((r = lwo__linear_space(ctx, w, M, 0, &ws, &rows)) != 0) return r;
         if (rows == M) return lwo__w8a8_linear(ctx, cs, x, w, ws, bp, kind, y);
         for (m0 = 0; m0 < M; m0 += rows) {   /* chunked: plain launches, no graph */
             uint64_t mc = M - m0 < rows ? M - m0 : rows;
@@ -5034,7 +5038,10 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, const lwo_streaming_desc
     /* what lwo_linear can need on these weights: reserved now, so that no call after the plan
        finds the arena without room (declared rows; else what calls used so far, and at least a
        chunk of 64 rows) */
-    for (w = ctx->weights; w; w = w->next) lwo__reserve_add(ctx, &rv, w->format, w->rows, w->cols, w->kpad, desc->max_rows);
+    for (w = ctx->weights; w; w = w->next) {
+        lwo__reserve_add(ctx, &rv, w->format, w->rows, w->cols, w->kpad, desc->max_rows);
+        w->planned = 1;
+    }
     if (!desc->max_rows) {
         if (ws_keep > rv.ws) rv.ws = ws_keep;
         rv.split = split_keep;
