@@ -944,6 +944,7 @@ static uint64_t lwo__fnv1a(uint64_t h, const void *data, size_t n) {
    lwo__map_file, lwo__unmap_file      a regular file mapped read-only, whole
    lwo__default_cache_dir(buf, cap)    where cubins go when nothing says otherwise
    lwo__nvrtc_search(try, ...)         every place NVRTC may be, in order
+   lwo__nvrtc_companion(path, maj, min)  what NVRTC needs loaded beside it (Windows: its builtins)
    LWO__DRIVER_DEFAULT, LWO__NVRTC_LIB, LWO__SEP, LWO__IS_SEP(c)   names and separators */
 
 /* lwo__dir: the names in one folder, one at a time (the cache lookup) */
@@ -1373,6 +1374,22 @@ static int lwo__nvrtc_search(lwo__try_lib_fn try_fn, void *user, char *tried, si
     return 0;
 }
 
+/* NVRTC loads its builtins DLL (nvrtc-builtins64_<major><minor>.dll) by bare name when it first
+   compiles, through the standard search, which does not include NVRTC's own folder: NVRTC loaded
+   from a path off PATH (a wheel, a copy beside nothing) fails there. Loading the builtins from that
+   folder first makes the later by-name load find the module already in the process. Returns its
+   handle (lwo__lib_close at unload) or NULL when there is none to load, which is not an error. */
+static void *lwo__nvrtc_companion(const char *nvrtc_path, int major, int minor) {
+    char path[1200], why[256];
+    const char *slash = strrchr(nvrtc_path, '\\'), *fwd = strrchr(nvrtc_path, '/');
+    size_t dl;
+    if (fwd && (!slash || fwd > slash)) slash = fwd;
+    if (!slash || (dl = (size_t)(slash - nvrtc_path)) + 40 > sizeof path) return NULL;
+    memcpy(path, nvrtc_path, dl);
+    snprintf(path + dl, sizeof path - dl, "\\nvrtc-builtins64_%d%d.dll", major, minor);
+    return lwo__lib_open(path, why, sizeof why);
+}
+
 #else /* POSIX */
 #define LWO__DRIVER_DEFAULT "libcuda.so.1"
 #define LWO__NVRTC_LIB "libnvrtc"
@@ -1599,6 +1616,11 @@ static int lwo__nvrtc_search(lwo__try_lib_fn try_fn, void *user, char *tried, si
     }
     return 0;
 }
+/* libnvrtc finds its builtins library beside itself (its RUNPATH is $ORIGIN): nothing to load. */
+static void *lwo__nvrtc_companion(const char *nvrtc_path, int major, int minor) {
+    (void)nvrtc_path; (void)major; (void)minor;
+    return NULL;
+}
 #endif
 
 /* ---- built on the functions above, the same on every platform ---------------------------------- */
@@ -1817,6 +1839,7 @@ typedef struct lwo__nvrtcProgram_st *lwo__nvrtcProgram;
 
 typedef struct lwo__nvrtc {
     void *lib;
+    void *builtins; /* lwo__nvrtc_companion's, if any */
     int version; /* major * 1000 + minor * 10, like the driver's */
     char path[1024];
 #define LWO__X(name, params) lwo__nvrtcResult (*name) params;
@@ -1840,6 +1863,7 @@ static int lwo__nvrtc_try(lwo__nvrtc *n, const char *path, char *tried, size_t c
     n->lib = lib;
     n->nvrtcVersion(&maj, &min);
     n->version = maj * 1000 + min * 10;
+    n->builtins = lwo__nvrtc_companion(path, maj, min);
     snprintf(n->path, sizeof n->path, "%s", path);
     return 1;
 }
@@ -1871,6 +1895,7 @@ static lwo_result lwo__nvrtc_load(lwo__nvrtc *n, const char *explicit_path, char
 
 static void lwo__nvrtc_unload(lwo__nvrtc *n) {
     if (n->lib) lwo__lib_close(n->lib);
+    if (n->builtins) lwo__lib_close(n->builtins);
     memset(n, 0, sizeof *n);
 }
 

@@ -3,7 +3,6 @@
 #include "../lwo.h" /* first: it sets the POSIX feature level */
 #include <math.h>
 #include <stdint.h>
-#include <unistd.h>
 #include "check.h"
 
 static char tmpdir[256];
@@ -858,10 +857,8 @@ static void test_load(void) {
 }
 
 int main(void) {
-    const char *t = getenv("TMPDIR");
     check_seed("test_safetensors");
-    snprintf(tmpdir, sizeof tmpdir, "%s/lwo-st-test-%ld", t ? t : "/tmp", (long)getpid());
-    if (mkdir(tmpdir, 0700) != 0) { printf("cannot create %s\n", tmpdir); return 1; }
+    if (!check_tmpdir(tmpdir, sizeof tmpdir, "lwo-st-test")) return 1;
     test_malformed();
     test_roundtrip();
     test_policy();
@@ -869,10 +866,6 @@ int main(void) {
     test_convert();
     test_quant();
     test_load();
-    {   /* clean up */
-        char cmd[600];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-        if (system(cmd) != 0) printf("note: could not remove %s\n", tmpdir);
-    }
+    check_rmtree(tmpdir);
     return CHECK_SUMMARY();
 }
