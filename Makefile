@@ -123,11 +123,16 @@ $(WB)/diffuse-cxx.exe: examples/diffuse.c $(DIT_DEPS) | $(WB)
 	$(WIN_CXX) $(WIN_CXXFLAGS) -x c++ -o $@ $< $(WIN_LIBS)
 $(WB)/bench_dit.exe: examples/bench_dit.c $(DIT_DEPS) | $(WB)
 	$(WIN_CC) $(WIN_CFLAGS) -o $@ $< $(WIN_LIBS)
+# clang's warnings too, on the Windows code paths (with mingw-w64's headers), as C and as C++
+$(WB)/clang-syntax.ok: tests/test_link_a.c $(HDR) | $(WB)
+	$(CLANG) --target=x86_64-w64-mingw32 $(WIN_CFLAGS) -fsyntax-only tests/test_link_a.c
+	$(CLANG) --target=x86_64-w64-mingw32 $(WIN_CXXFLAGS) -x c++ -fsyntax-only tests/test_link_a.c
+	touch $@
 # NVRTC's Windows DLLs from PyPI's wheel, for test_platform.exe's module build (notice if unreachable)
 $(WB)/nvrtc/.ok: tests/fetch_win_nvrtc.sh $(VENV)/.ok | $(WB)
 	tests/fetch_win_nvrtc.sh $(VPY) $(WB)/nvrtc
 	touch $@
-win-bins: $(WIN_BINS) $(WB)/nvrtc/.ok
+win-bins: $(WIN_BINS) $(WB)/clang-syntax.ok $(WB)/nvrtc/.ok
 win-build: $(VENV)/.ok   # made here, before the sub-make, which must not race the main make to it
 	+@if tests/windows_tools.sh $(WB)/status; then $(MAKE) --no-print-directory win-bins; fi
 test-windows: win-build

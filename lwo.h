@@ -9,8 +9,8 @@
          #define LWO_IMPLEMENTATION
          #include "lwo.h"
      elsewhere just #include "lwo.h". Build: cc -std=c99 app.c -ldl   (or c++ app.cpp -ldl)
-     Windows: cl /std:c11 app.c (or cl /EHsc app.cpp), x86_64-w64-mingw32-gcc -std=c99 app.c;
-     no import library, no CUDA toolkit.
+     Windows (64-bit): cl /std:c11 app.c (or cl /TP app.c), x86_64-w64-mingw32-gcc -std=c99 app.c;
+     no import library, no CUDA toolkit. The implementation's file includes <windows.h>.
      At run time lwo needs an NVIDIA driver (libcuda.so.1; nvcuda.dll on Windows) and, for the
      first start on a device, NVRTC (libnvrtc; nvrtc64_*.dll), found as described at
      lwo_desc.nvrtc_path. Later starts load cached cubins.
@@ -57,17 +57,13 @@
      0.1.0  loaders, kernel module and cache, arena, convert and quantize kernels, mma.sync GEMMs
             and lwo_linear, the streaming engine, safetensors.
 */
-/* The implementation uses POSIX (dlopen, clock_gettime, mmap, glob) or, on Windows, Win32.
-   Strict -std=c99 hides the POSIX calls unless a feature macro is set before the first system
-   header: include lwo.h first in the file that defines LWO_IMPLEMENTATION, or build with
-   -D_POSIX_C_SOURCE=200809L. Windows needs no feature macro; MSVC's advice to use its _s
-   functions is turned off for the same reason (lwo calls none of the functions it warns about
-   with unchecked sizes). */
+/* The implementation uses POSIX (dlopen, clock_gettime, mmap, glob) or, on Windows, Win32
+   (LoadLibraryExW, file mappings, the W file calls). Strict -std=c99 hides the POSIX calls unless
+   a feature macro is set before the first system header: include lwo.h first in the file that
+   defines LWO_IMPLEMENTATION, or build with -D_POSIX_C_SOURCE=200809L. Windows needs none, and
+   there lwo calls none of the C runtime functions MSVC marks deprecated (getenv, fopen, strerror). */
 #if defined(LWO_IMPLEMENTATION) && !defined(_WIN32) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE) && !defined(_XOPEN_SOURCE)
 #define _POSIX_C_SOURCE 200809L
-#endif
-#if defined(LWO_IMPLEMENTATION) && defined(_MSC_VER) && !defined(_CRT_SECURE_NO_WARNINGS)
-#define _CRT_SECURE_NO_WARNINGS
 #endif
 #ifndef LWO_H
 #define LWO_H
@@ -840,8 +836,12 @@ LWO_API uint64_t lwo_graph_bytes_streamed(const lwo_graph *g);
    names, environment values, error text) is narrowed to UTF-8 the same way. File sizes and
    offsets are 64-bit on both. */
 #if defined(_WIN32)
+#if !defined(_WIN64)
+#error "lwo needs 64-bit Windows: the CUDA 12 driver API it calls has no 32-bit form"
+#endif
 /* the lean windows.h, without min/max macros; the two switches are undone after it unless the
-   including file had set them itself */
+   including file had set them itself. The file that defines LWO_IMPLEMENTATION sees the rest of
+   windows.h's macros (near, far, ...): keep it a file of its own where that matters. */
 #ifndef WIN32_LEAN_AND_MEAN
 #define WIN32_LEAN_AND_MEAN
 #define LWO__UNDEF_LEAN
@@ -1049,23 +1049,37 @@ static int lwo__env(const char *name, char *buf, size_t cap) {
     return ok;
 }
 
-/* A path with a folder in it loads with LOAD_WITH_ALTERED_SEARCH_PATH, so the DLLs it needs are
-   found beside it (NVRTC's builtins DLL sits next to it); a bare name takes the standard search
-   (the exe's folder, the system folders, PATH). No error box: a thread error mode for the call. */
+/* A path with a folder in it is made absolute and loaded with LOAD_WITH_ALTERED_SEARCH_PATH (whose
+   behaviour with a relative path is undefined), so the DLLs it imports are found beside it; a
+   bare name takes the standard search (the exe's folder, the system folders, PATH). No error box
+   for a DLL that will not load: the thread's error mode for the call, where Windows 7's API is. */
 static void *lwo__lib_open(const char *path, char *err, size_t cap) {
-    wchar_t *w = lwo__widen(path);
+    wchar_t *w = lwo__widen(path), *full = NULL;
     HMODULE h = NULL;
+    DWORD flags = 0;
+#if !defined(_WIN32_WINNT) || _WIN32_WINNT >= 0x0601
     DWORD old = 0;
-    if (w) {
-        int has_dir = strchr(path, '\\') != NULL || strchr(path, '/') != NULL;
-        SetThreadErrorMode(SEM_FAILCRITICALERRORS | SEM_NOOPENFILEERRORBOX, &old);
-        h = LoadLibraryExW(w, NULL, has_dir ? LOAD_WITH_ALTERED_SEARCH_PATH : 0);
-        if (!h) lwo__sys_error(err, cap);
-        SetThreadErrorMode(old, NULL);
-        LWO_FREE(w);
-    } else {
-        lwo__sys_error(err, cap);
+#endif
+    if (!w) { lwo__sys_error(err, cap); return NULL; }
+    if (strchr(path, '\\') || strchr(path, '/')) {
+        DWORD n = GetFullPathNameW(w, 0, NULL, NULL);
+        if (n && (full = (wchar_t *)LWO_MALLOC((size_t)n * sizeof *full)) != NULL && GetFullPathNameW(w, n, full, NULL) < n) {
+            LWO_FREE(w);
+            w = full;
+            flags = LOAD_WITH_ALTERED_SEARCH_PATH;
+        } else {
+            LWO_FREE(full);
+        }
     }
+#if !defined(_WIN32_WINNT) || _WIN32_WINNT >= 0x0601
+    SetThreadErrorMode(SEM_FAILCRITICALERRORS | SEM_NOOPENFILEERRORBOX, &old);
+#endif
+    h = LoadLibraryExW(w, NULL, flags);
+    if (!h) lwo__sys_error(err, cap);
+#if !defined(_WIN32_WINNT) || _WIN32_WINNT >= 0x0601
+    SetThreadErrorMode(old, NULL);
+#endif
+    LWO_FREE(w);
     return (void *)h;
 }
 
