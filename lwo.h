@@ -533,7 +533,8 @@ typedef struct lwo_safetensors lwo_safetensors;
 /* Open and validate one file (mapped read-only; the mapping lives until close). On failure *out is
    still set (unless host memory ran out; then it is NULL) so lwo_safetensors_error can say what is
    wrong and where (file offset, tensor name); always lwo_safetensors_close what you got.
-   Returns LWO_ERROR_IO (open/stat/mmap failed), LWO_ERROR_BAD_FILE, LWO_ERROR_INVALID_ARGUMENT. */
+   Returns LWO_ERROR_IO (open/stat/mmap failed, or not a regular file), LWO_ERROR_BAD_FILE,
+   LWO_ERROR_INVALID_ARGUMENT. Paths are UTF-8 (on Windows too). */
 LWO_API lwo_result lwo_safetensors_open(const char *path, lwo_safetensors **out);
 /* The same over `size` bytes the caller owns and keeps alive (and unchanged) until close. */
 LWO_API lwo_result lwo_safetensors_open_memory(const void *data, size_t size, lwo_safetensors **out);
@@ -601,8 +602,9 @@ typedef struct lwo_st_write_tensor {
 /* Writes a .safetensors file: the header (8-byte length, JSON with __metadata__ first when
    meta_count > 0, padded with spaces to a multiple of 8 as the Rust implementation does), then the
    data, ordered by element size (largest first) then name, so every tensor is aligned to its
-   element size. Writes `path.tmp.<pid>`, fsyncs, renames over `path`; on failure removes the
-   temporary file and writes the reason into err (when err_size > 0).
+   element size. Writes `path.tmp.<pid>`, fsyncs, renames over `path` (Windows: FlushFileBuffers,
+   MoveFileExW replacing it); on failure removes the temporary file and writes the reason into err
+   (when err_size > 0). Paths are UTF-8.
    Returns LWO_ERROR_INVALID_ARGUMENT, LWO_ERROR_IO or LWO_ERROR_OUT_OF_HOST_MEMORY. */
 LWO_API lwo_result lwo_safetensors_write(const char *path, const lwo_st_write_tensor *tensors, size_t count,
                                          const char *const *meta_keys, const char *const *meta_values,

@@ -47,16 +47,18 @@ counted() {
   if [ "$rc" -ne 0 ] && [ "$tf" -eq 0 ]; then fail "$1: exit $rc"; fi
 }
 
-nvrtc_env=()
-if ls "$W"/nvrtc/venv/Lib/site-packages/nvidia/cuda_nvrtc/bin/nvrtc64_*.dll >/dev/null 2>&1; then
-  nvrtc_env=("VIRTUAL_ENV=$(winepath -w "$W/nvrtc/venv" 2>/dev/null || echo "$W/nvrtc/venv")")
-else
-  echo "notice: no Windows NVRTC in $W/nvrtc (PyPI unreachable?): test_platform.exe skips its module build"
-fi
+# test_platform's module build through the cache: NVRTC 13's Windows DLLs for the C build, 12's
+# for the C++ one (tests/fetch_win_nvrtc.sh), each found through %VIRTUAL_ENV%
+venv() {
+  if [ -d "$W/nvrtc/$1/venv" ]; then echo "VIRTUAL_ENV=$(winepath -w "$W/nvrtc/$1/venv" 2>/dev/null || echo "$W/nvrtc/$1/venv")"
+  else echo "LWO_NO_NVRTC_WHEEL=1"; echo "notice: no Windows NVRTC $1 in $W/nvrtc (PyPI unreachable?)" >&2; fi
+}
 for t in test_cpu test_plan test_gemm test_safetensors test_platform link-test; do
   for v in "" -cxx; do
     exe=$W/$t$v.exe
-    if [ "$t" = test_platform ]; then run "${nvrtc_env[@]}" "$exe"; else run "$exe"; fi
+    if [ "$t$v" = test_platform ]; then run "$(venv cu13)" "$exe"
+    elif [ "$t$v" = test_platform-cxx ]; then run "$(venv cu12)" "$exe"
+    else run "$exe"; fi
     counted "$exe"
   done
 done

@@ -344,7 +344,8 @@ static void test_module_cache(void) {
           "compiled by NVRTC and handed to the driver: %s", ctx.error);
     printf("NVRTC %d from %s compiled a module for sm_80\n", ctx.nvrtc.version, ctx.nvrtc.path);
     if (m) lwo__module_free(&ctx, m);
-    lwo__nvrtc_unload(&ctx.nvrtc);
+    /* NVRTC stays loaded (the next context starts without it all the same): unloaded, the C++
+       runtime's pool inside libnvrtc would show as a leak to the ASan build's LeakSanitizer */
     list_dir(cache, listing, sizeof listing);
     CHECK(strncmp(listing, "lwo-", 4) == 0 && strstr(listing, ".cubin") && !strchr(listing, '|'), "one cubin in the cache: %s", listing);
 
