@@ -54,9 +54,9 @@ $(B)/link-test-cxx: tests/test_link_a.c tests/test_link_b.c $(HDR) | $(B)
 	$(CXX) $(CXXFLAGS) -x c++ -o $@ tests/test_link_a.c tests/test_link_b.c $(LIBS)
 
 # CPU test programs: tests/test_<name>.c -> build/test_<name> (gcc), -cxx (g++), -clang, -san (ASan+UBSan)
-CPU_TESTS := cpu nvrtc plan gemm safetensors
+CPU_TESTS := cpu nvrtc plan gemm safetensors platform
 CPU_BINS  := $(foreach t,$(CPU_TESTS),$(B)/test_$(t) $(B)/test_$(t)-cxx $(B)/test_$(t)-clang)
-SAN_TESTS := cpu plan gemm safetensors
+SAN_TESTS := cpu plan gemm safetensors platform
 SAN_BINS  := $(foreach t,$(SAN_TESTS),$(B)/test_$(t)-san)
 $(B)/test_%: tests/test_%.c tests/check.h $(HDR) | $(B)
 	$(CC) $(CFLAGS) -o $@ $< $(LIBS)
@@ -78,8 +78,66 @@ $(VENV)/.ok: tests/requirements.txt | $(B)
 venv: $(VENV)/.ok
 
 # ---- make test: everything that runs without a GPU ---------------------------------------------
-test: check-embed $(B)/hello $(B)/hello-clang $(B)/hello-cxx $(B)/diffuse $(B)/diffuse-clang $(B)/diffuse-cxx $(B)/bench_dit $(B)/test_dit_kernels $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/dump_codecs $(VENV)/.ok
-	LWO_CACHE_DIR=$(B)/cache LWO_PY=$(VPY) tests/run.sh $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/test_dit_kernels tests/check_mldtypes.sh tests/check_hello_nogpu.sh tests/check_diffuse.sh tests/check_safetensors_py.sh tests/check_fuzz_safetensors.sh tests/check_bench_gemm_table.sh tests/check_gpu_stamp.sh
+test: check-embed win-build $(B)/hello $(B)/hello-clang $(B)/hello-cxx $(B)/diffuse $(B)/diffuse-clang $(B)/diffuse-cxx $(B)/bench_dit $(B)/test_dit_kernels $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/dump_codecs $(VENV)/.ok
+	LWO_CACHE_DIR=$(B)/cache LWO_PY=$(VPY) tests/run.sh $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/test_dit_kernels tests/check_mldtypes.sh tests/check_hello_nogpu.sh tests/check_diffuse.sh tests/check_safetensors_py.sh tests/check_fuzz_safetensors.sh tests/check_bench_gemm_table.sh tests/check_gpu_stamp.sh tests/check_windows.sh
+
+# ---- Windows: the header and the CPU tests cross-compiled with mingw-w64 (C and C++), run under --
+# Wine (tests/check_windows.sh). Part of make test; alone: make test-windows. tests/windows_tools.sh
+# installs mingw-w64 and Wine from Debian's packages where it can (root, apt-get) and otherwise
+# leaves a notice; the binaries are then built by a sub-make, so a machine without the tools skips.
+WIN_CC       ?= x86_64-w64-mingw32-gcc
+WIN_CXX      ?= x86_64-w64-mingw32-g++
+WB           := $(B)/win
+WIN_CFLAGS   := -std=c99 -O1 $(WARN) -Wpedantic -Wno-overlength-strings
+WIN_CXXFLAGS := -std=c++11 -O1 $(WARN) -Wno-overlength-strings
+# -static: the exes need no mingw runtime DLL beside them; nothing else is linked (no -ldl)
+WIN_LIBS     := -static
+WIN_TESTS    := cpu plan gemm safetensors platform
+WIN_BINS     := $(foreach t,$(WIN_TESTS),$(WB)/test_$(t).exe $(WB)/test_$(t)-cxx.exe) \
+                $(WB)/link-test.exe $(WB)/link-test-cxx.exe $(WB)/fuzz_safetensors-main.exe \
+                $(WB)/hello.exe $(WB)/hello-cxx.exe $(WB)/diffuse.exe $(WB)/diffuse-cxx.exe \
+                $(WB)/bench_dit.exe $(WB)/test_dit_kernels.exe $(WB)/st_dump.exe
+$(WB):
+	mkdir -p $(WB)
+$(WB)/test_%.exe: tests/test_%.c tests/check.h $(HDR) | $(WB)
+	$(WIN_CC) $(WIN_CFLAGS) -o $@ $< $(WIN_LIBS)
+$(WB)/test_%-cxx.exe: tests/test_%.c tests/check.h $(HDR) | $(WB)
+	$(WIN_CXX) $(WIN_CXXFLAGS) -x c++ -o $@ $< $(WIN_LIBS)
+$(WB)/test_dit_kernels.exe: tests/test_dit_kernels.c tests/check.h $(DIT_DEPS) | $(WB)
+	$(WIN_CC) $(WIN_CFLAGS) -o $@ $< $(WIN_LIBS)
+$(WB)/link-test.exe: tests/test_link_a.c tests/test_link_b.c $(HDR) | $(WB)
+	$(WIN_CC) $(WIN_CFLAGS) -o $@ tests/test_link_a.c tests/test_link_b.c $(WIN_LIBS)
+$(WB)/link-test-cxx.exe: tests/test_link_a.c tests/test_link_b.c $(HDR) | $(WB)
+	$(WIN_CXX) $(WIN_CXXFLAGS) -x c++ -o $@ tests/test_link_a.c tests/test_link_b.c $(WIN_LIBS)
+$(WB)/fuzz_safetensors-main.exe: tests/fuzz_safetensors.c $(HDR) | $(WB)
+	$(WIN_CC) $(WIN_CFLAGS) -DLWO_FUZZ_MAIN -o $@ $< $(WIN_LIBS)
+$(WB)/st_dump.exe: tests/st_dump.c $(HDR) | $(WB)
+	$(WIN_CC) $(WIN_CFLAGS) -o $@ $< $(WIN_LIBS)
+$(WB)/hello.exe: examples/hello.c $(HDR) | $(WB)
+	$(WIN_CC) $(WIN_CFLAGS) -o $@ $< $(WIN_LIBS)
+$(WB)/hello-cxx.exe: examples/hello.c $(HDR) | $(WB)
+	$(WIN_CXX) $(WIN_CXXFLAGS) -x c++ -o $@ $< $(WIN_LIBS)
+$(WB)/diffuse.exe: examples/diffuse.c $(DIT_DEPS) | $(WB)
+	$(WIN_CC) $(WIN_CFLAGS) -o $@ $< $(WIN_LIBS)
+$(WB)/diffuse-cxx.exe: examples/diffuse.c $(DIT_DEPS) | $(WB)
+	$(WIN_CXX) $(WIN_CXXFLAGS) -x c++ -o $@ $< $(WIN_LIBS)
+$(WB)/bench_dit.exe: examples/bench_dit.c $(DIT_DEPS) | $(WB)
+	$(WIN_CC) $(WIN_CFLAGS) -o $@ $< $(WIN_LIBS)
+# clang's warnings too, on the Windows code paths (with mingw-w64's headers), as C and as C++
+$(WB)/clang-syntax.ok: tests/test_link_a.c $(HDR) | $(WB)
+	$(CLANG) --target=x86_64-w64-mingw32 $(WIN_CFLAGS) -fsyntax-only tests/test_link_a.c
+	$(CLANG) --target=x86_64-w64-mingw32 $(WIN_CXXFLAGS) -x c++ -fsyntax-only tests/test_link_a.c
+	touch $@
+# NVRTC's Windows DLLs from PyPI's wheel, for test_platform.exe's module build (notice if unreachable)
+$(WB)/nvrtc/.ok: tests/fetch_win_nvrtc.sh $(VENV)/.ok | $(WB)
+	tests/fetch_win_nvrtc.sh $(VPY) $(WB)/nvrtc
+	touch $@
+win-bins: $(WIN_BINS) $(WB)/clang-syntax.ok $(WB)/nvrtc/.ok
+win-build: $(VENV)/.ok   # made here, before the sub-make, which must not race the main make to it
+	+@if tests/windows_tools.sh $(WB)/status; then $(MAKE) --no-print-directory win-bins; fi
+test-windows: win-build
+	tests/run.sh tests/check_windows.sh
+.PHONY: win-build win-bins test-windows
 
 # ---- GPU machine -------------------------------------------------------------------------------
 GPU_CFLAGS := -std=c99 -O2 -g $(WARN) -Wno-overlength-strings

@@ -9,8 +9,11 @@
          #define LWO_IMPLEMENTATION
          #include "lwo.h"
      elsewhere just #include "lwo.h". Build: cc -std=c99 app.c -ldl   (or c++ app.cpp -ldl)
-     At run time lwo needs an NVIDIA driver (libcuda.so.1) and, for the first start on a device,
-     libnvrtc (found as described at lwo_desc.nvrtc_path). Later starts load cached cubins.
+     Windows (64-bit): cl /std:c11 app.c (or cl /TP app.c), x86_64-w64-mingw32-gcc -std=c99 app.c;
+     no import library, no CUDA toolkit. The implementation's file includes <windows.h>.
+     At run time lwo needs an NVIDIA driver (libcuda.so.1; nvcuda.dll on Windows) and, for the
+     first start on a device, NVRTC (libnvrtc; nvrtc64_*.dll), found as described at
+     lwo_desc.nvrtc_path. Later starts load cached cubins.
 
    CONFIGURATION MACROS (define before the #include that has LWO_IMPLEMENTATION)
      LWO_IMPLEMENTATION       emit the implementation in this translation unit
@@ -34,7 +37,7 @@
    CONTENTS (sections appear in this order, each uses only those above it)
      Public API ........ results, dtypes, context, tensors, streams, modules, kernels, CPU refs,
                          weights and lwo_linear, safetensors, stats, streaming plan and passes
-     1. Platform ....... dlopen, clock, files, allocation
+     1. Platform ....... POSIX and Win32: libraries, clock, files, folders, mapping, allocation
      2. Driver loader .. one X-macro table of CUDA driver entry points via cuGetProcAddress
      3. NVRTC loader ... search order, version
      4. Kernel module .. compile for the device's exact arch, atomic on-disk cubin cache
@@ -54,10 +57,12 @@
      0.1.0  loaders, kernel module and cache, arena, convert and quantize kernels, mma.sync GEMMs
             and lwo_linear, the streaming engine, safetensors.
 */
-/* The implementation uses POSIX (dlopen, clock_gettime, mmap, glob). Strict -std=c99 hides those
-   unless a feature macro is set before the first system header: include lwo.h first in the file
-   that defines LWO_IMPLEMENTATION, or build with -D_POSIX_C_SOURCE=200809L. */
-#if defined(LWO_IMPLEMENTATION) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE) && !defined(_XOPEN_SOURCE)
+/* The implementation uses POSIX (dlopen, clock_gettime, mmap, glob) or, on Windows, Win32
+   (LoadLibraryExW, file mappings, the W file calls). Strict -std=c99 hides the POSIX calls unless
+   a feature macro is set before the first system header: include lwo.h first in the file that
+   defines LWO_IMPLEMENTATION, or build with -D_POSIX_C_SOURCE=200809L. Windows needs none, and
+   there lwo calls none of the C runtime functions MSVC marks deprecated (getenv, fopen, strerror). */
+#if defined(LWO_IMPLEMENTATION) && !defined(_WIN32) && !defined(_POSIX_C_SOURCE) && !defined(_GNU_SOURCE) && !defined(_XOPEN_SOURCE)
 #define _POSIX_C_SOURCE 200809L
 #endif
 #ifndef LWO_H
@@ -138,10 +143,16 @@ typedef struct lwo_desc {
                                   0 = 90% of the device's free memory at create, minus 256 MiB,
                                   rounded down to 2 MiB. */
     const char *cache_dir;     /* cubin cache folder. NULL = $LWO_CACHE_DIR, else $XDG_CACHE_HOME/lwo,
-                                  else $HOME/.cache/lwo. "-" disables the disk cache. */
-    const char *driver_path;   /* NULL = "libcuda.so.1" (never the toolkit's stub libcuda.so) */
+                                  else $HOME/.cache/lwo; on Windows %LWO_CACHE_DIR%, else
+                                  %LOCALAPPDATA%\lwo. "-" disables the disk cache. Paths are UTF-8. */
+    const char *driver_path;   /* NULL = "libcuda.so.1" (never the toolkit's stub libcuda.so);
+                                  "nvcuda.dll" on Windows */
     const char *nvrtc_path;    /* NULL = $LWO_NVRTC_PATH, then libnvrtc.so.13, .12, libnvrtc.so, then
-                                  /usr/local/cuda/lib64 and the nvidia-cuda-nvrtc wheel locations */
+                                  /usr/local/cuda/lib64 and the nvidia-cuda-nvrtc wheel locations.
+                                  Windows: %LWO_NVRTC_PATH%, nvrtc64_130_0.dll and nvrtc64_120_0.dll
+                                  through the DLL search, then nvrtc64_*.dll in the exe's folder,
+                                  %CUDA_PATH%\bin\x64 and \bin, a venv's or conda's NVRTC wheel,
+                                  %ProgramFiles%\NVIDIA GPU Computing Toolkit\CUDA\v* (newest first) */
     lwo_log_fn log;            /* NULL = warnings and errors to stderr (none with LWO_NO_STDIO) */
     void *log_user;
     void *cu_context;          /* a CUcontext to share; NULL = the device's primary context.
@@ -587,7 +598,8 @@ typedef struct lwo_safetensors lwo_safetensors;
 /* Open and validate one file (mapped read-only; the mapping lives until close). On failure *out is
    still set (unless host memory ran out; then it is NULL) so lwo_safetensors_error can say what is
    wrong and where (file offset, tensor name); always lwo_safetensors_close what you got.
-   Returns LWO_ERROR_IO (open/stat/mmap failed), LWO_ERROR_BAD_FILE, LWO_ERROR_INVALID_ARGUMENT. */
+   Returns LWO_ERROR_IO (open/stat/mmap failed, or not a regular file), LWO_ERROR_BAD_FILE,
+   LWO_ERROR_INVALID_ARGUMENT. Paths are UTF-8 (on Windows too). */
 LWO_API lwo_result lwo_safetensors_open(const char *path, lwo_safetensors **out);
 /* The same over `size` bytes the caller owns and keeps alive (and unchanged) until close. */
 LWO_API lwo_result lwo_safetensors_open_memory(const void *data, size_t size, lwo_safetensors **out);
@@ -655,8 +667,9 @@ typedef struct lwo_st_write_tensor {
 /* Writes a .safetensors file: the header (8-byte length, JSON with __metadata__ first when
    meta_count > 0, padded with spaces to a multiple of 8 as the Rust implementation does), then the
    data, ordered by element size (largest first) then name, so every tensor is aligned to its
-   element size. Writes `path.tmp.<pid>`, fsyncs, renames over `path`; on failure removes the
-   temporary file and writes the reason into err (when err_size > 0).
+   element size. Writes `path.tmp.<pid>`, fsyncs, renames over `path` (Windows: FlushFileBuffers,
+   MoveFileExW replacing it); on failure removes the temporary file and writes the reason into err
+   (when err_size > 0). Paths are UTF-8.
    Returns LWO_ERROR_INVALID_ARGUMENT, LWO_ERROR_IO or LWO_ERROR_OUT_OF_HOST_MEMORY. */
 LWO_API lwo_result lwo_safetensors_write(const char *path, const lwo_st_write_tensor *tensors, size_t count,
                                          const char *const *meta_keys, const char *const *meta_values,
@@ -925,20 +938,54 @@ LWO_API uint64_t lwo_graph_bytes_streamed(const lwo_graph *g);
 #define LWO_IMPLEMENTATION_DONE
 
 /* ==== 1. Platform ============================================================================ */
+/* Everything that differs between POSIX and Windows is in this section, as small lwo__ functions
+   with one POSIX and one Win32 body each; the sections below call them and never test _WIN32.
+   On Windows every path lwo is given or builds is UTF-8, widened (MultiByteToWideChar) for the W
+   APIs, so a user name or folder outside the ANSI code page works; what Windows hands back (file
+   names, environment values, error text) is narrowed to UTF-8 the same way. File sizes and
+   offsets are 64-bit on both. */
+#if defined(_WIN32)
+#if !defined(_WIN64)
+#error "lwo needs 64-bit Windows: the CUDA 12 driver API it calls has no 32-bit form"
+#endif
+/* the lean windows.h, without min/max macros; the two switches are undone after it unless the
+   including file had set them itself. The file that defines LWO_IMPLEMENTATION sees the rest of
+   windows.h's macros (near, far, ...): keep it a file of its own where that matters. */
+#ifndef WIN32_LEAN_AND_MEAN
+#define WIN32_LEAN_AND_MEAN
+#define LWO__UNDEF_LEAN
+#endif
+#ifndef NOMINMAX
+#define NOMINMAX
+#define LWO__UNDEF_NOMINMAX
+#endif
+#include <windows.h>
+#ifdef LWO__UNDEF_LEAN
+#undef WIN32_LEAN_AND_MEAN
+#undef LWO__UNDEF_LEAN
+#endif
+#ifdef LWO__UNDEF_NOMINMAX
+#undef NOMINMAX
+#undef LWO__UNDEF_NOMINMAX
+#endif
+#else
+#include <dirent.h>
 #include <dlfcn.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
-#include <dirent.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+#endif
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/types.h>
-#include <time.h>
-#include <unistd.h>
 
 #ifndef LWO_MALLOC
 #define LWO_MALLOC(sz) malloc(sz)
@@ -957,12 +1004,6 @@ LWO_API uint64_t lwo_graph_bytes_streamed(const lwo_graph *g);
 #endif
 
 #define LWO__ERROR_CAP 4096
-
-static double lwo__now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
 
 /* a * b without wrapping; 0 on overflow (callers treat 0 as invalid). */
 static int lwo__mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
@@ -1000,51 +1041,752 @@ static uint64_t lwo__fnv1a(uint64_t h, const void *data, size_t n) {
 }
 #define LWO__FNV_SEED 0xcbf29ce484222325ull
 
-static int lwo__read_file(const char *path, unsigned char **data, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    long n;
-    unsigned char *buf;
-    if (!f) return 0;
-    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) { fclose(f); return 0; }
-    buf = (unsigned char *)LWO_MALLOC((size_t)n + 1);
-    if (!buf) { fclose(f); return 0; }
-    if (fread(buf, 1, (size_t)n, f) != (size_t)n) { LWO_FREE(buf); fclose(f); return 0; }
-    fclose(f);
-    *data = buf;
-    *size = (size_t)n;
+/* ---- what each platform provides --------------------------------------------------------------
+   lwo__now_ms()                       monotonic milliseconds
+   lwo__page_size(), lwo__phys_ram()   bytes (phys_ram 0: unknown)
+   lwo__pid()                          this process's id, for temporary file names
+   lwo__sys_error(buf, cap)            the last failed call's reason (errno / GetLastError) as text
+   lwo__env(name, buf, cap)            an environment variable as UTF-8: 1 if set, non-empty, fits
+   lwo__lib_open/_sym/_close           a shared library (dlopen / LoadLibraryExW)
+   lwo__read_file(path, &data, &size)  a whole file into memory
+   lwo__wfile_open/_write/_commit/_abort  write "<path>.tmp.<pid>", then rename it over path
+   lwo__remove_file, lwo__mkdir1       one file, one folder
+   lwo__dir_open/_next/_close          the names in a folder
+   lwo__map_file, lwo__unmap_file      a regular file mapped read-only, whole
+   lwo__default_cache_dir(buf, cap)    where cubins go when nothing says otherwise
+   lwo__nvrtc_search(try, ...)         every place NVRTC may be, in order
+   lwo__nvrtc_companion(path, maj, min)  what NVRTC needs loaded beside it (Windows: its builtins)
+   LWO__DRIVER_DEFAULT, LWO__NVRTC_LIB, LWO__SEP, LWO__IS_SEP(c)   names and separators */
+
+/* lwo__dir: the names in one folder, one at a time (the cache lookup) */
+typedef struct lwo__dir {
+#if defined(_WIN32)
+    HANDLE h;
+    WIN32_FIND_DATAW fd;
+    int first;                  /* fd holds FindFirstFileW's entry, not yet returned */
+#else
+    DIR *d;
+#endif
+    char name[1024];            /* the last name returned, UTF-8 */
+} lwo__dir;
+
+/* lwo__wfile: a file written whole under a temporary name, then renamed over its real name, so a
+   reader sees the old file or the new one, never a part */
+typedef struct lwo__wfile {
+    const char *path;
+    char *tmp;                  /* "<path>.tmp.<pid>" */
+#if defined(_WIN32)
+    HANDLE h;
+#else
+    int fd;
+#endif
+} lwo__wfile;
+
+typedef int (*lwo__try_lib_fn)(void *user, const char *path);
+
+#if defined(_WIN32)
+#define LWO__DRIVER_DEFAULT "nvcuda.dll"
+#define LWO__NVRTC_LIB "nvrtc64_*.dll"
+#define LWO__SEP "\\"
+#define LWO__IS_SEP(c) ((c) == '/' || (c) == '\\')
+
+/* UTF-8 -> a new wide string (LWO_FREE it); NULL when s is not UTF-8 or memory ran out, with
+   the last error saying which. */
+static wchar_t *lwo__widen(const char *s) {
+    int n = MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, NULL, 0);
+    wchar_t *w;
+    if (n <= 0) return NULL;
+    w = (wchar_t *)LWO_MALLOC((size_t)n * sizeof *w);
+    if (!w) { SetLastError(ERROR_NOT_ENOUGH_MEMORY); return NULL; }
+    if (MultiByteToWideChar(CP_UTF8, MB_ERR_INVALID_CHARS, s, -1, w, n) != n) { LWO_FREE(w); return NULL; }
+    return w;
+}
+
+/* wide -> UTF-8 in buf; 0 (and buf empty) when it does not fit. */
+static int lwo__narrow(const wchar_t *w, char *buf, size_t cap) {
+    int n;
+    if (!cap) return 0;
+    n = WideCharToMultiByte(CP_UTF8, 0, w, -1, buf, cap > INT_MAX ? INT_MAX : (int)cap, NULL, NULL);
+    if (n <= 0) { buf[0] = 0; return 0; }
     return 1;
 }
 
-/* Write to "<path>.tmp.<pid>" then rename, so a reader never sees a partial file. */
-static int lwo__write_file_atomic(const char *path, const void *a, size_t an, const void *b, size_t bn) {
-    char tmp[4096];
-    FILE *f;
-    int ok;
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp) return 0;
-    f = fopen(tmp, "wb");
-    if (!f) return 0;
-    ok = fwrite(a, 1, an, f) == an && (bn == 0 || fwrite(b, 1, bn, f) == bn);
-    ok = (fflush(f) == 0) && ok;
-    ok = (fclose(f) == 0) && ok;
-    if (ok) ok = rename(tmp, path) == 0;
-    if (!ok) remove(tmp);
+static double lwo__now_ms(void) {
+    LARGE_INTEGER t, f;
+    QueryPerformanceCounter(&t);
+    QueryPerformanceFrequency(&f);
+    return (double)t.QuadPart * 1e3 / (double)f.QuadPart;
+}
+
+static uint64_t lwo__page_size(void) {
+    SYSTEM_INFO si;
+    GetSystemInfo(&si);
+    return si.dwPageSize ? (uint64_t)si.dwPageSize : 4096u;
+}
+
+static uint64_t lwo__phys_ram(void) {
+    MEMORYSTATUSEX ms;
+    ms.dwLength = sizeof ms;
+    return GlobalMemoryStatusEx(&ms) ? (uint64_t)ms.ullTotalPhys : 0;
+}
+
+static unsigned long lwo__pid(void) { return (unsigned long)GetCurrentProcessId(); }
+
+static const char *lwo__sys_error(char *buf, size_t cap) {
+    DWORD e = GetLastError(), n;
+    wchar_t msg[512];
+    char text[1024];
+    n = FormatMessageW(FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS, NULL, e, 0, msg, 512, NULL);
+    while (n && (msg[n - 1] == L'\r' || msg[n - 1] == L'\n' || msg[n - 1] == L' ' || msg[n - 1] == L'.')) msg[--n] = 0;
+    if (n && lwo__narrow(msg, text, sizeof text)) snprintf(buf, cap, "%s (error %lu)", text, (unsigned long)e);
+    else snprintf(buf, cap, "error %lu", (unsigned long)e);
+    return buf;
+}
+
+/* GetEnvironmentVariableW rather than getenv: getenv's value is in the ANSI code page, which
+   cannot spell every user's %LOCALAPPDATA%. */
+static int lwo__env(const char *name, char *buf, size_t cap) {
+    wchar_t wname[64], *w;
+    DWORD n;
+    size_t i;
+    int ok = 0;
+    for (i = 0; name[i] && i + 1 < sizeof wname / sizeof *wname; i++) wname[i] = (wchar_t)(unsigned char)name[i];
+    wname[i] = 0;
+    n = GetEnvironmentVariableW(wname, NULL, 0); /* the length with its NUL; 1: set but empty */
+    if (n <= 1) return 0;
+    w = (wchar_t *)LWO_MALLOC((size_t)n * sizeof *w);
+    if (w && GetEnvironmentVariableW(wname, w, n) == n - 1) ok = lwo__narrow(w, buf, cap);
+    LWO_FREE(w);
     return ok;
 }
 
+/* A path with a folder in it is made absolute and loaded with LOAD_WITH_ALTERED_SEARCH_PATH (whose
+   behaviour with a relative path is undefined), so the DLLs it imports are found beside it; a
+   bare name takes the standard search (the exe's folder, the system folders, PATH). No error box
+   for a DLL that will not load: the thread's error mode for the call, where Windows 7's API is. */
+static void *lwo__lib_open(const char *path, char *err, size_t cap) {
+    wchar_t *w = lwo__widen(path), *full = NULL;
+    HMODULE h = NULL;
+    DWORD flags = 0;
+#if !defined(_WIN32_WINNT) || _WIN32_WINNT >= 0x0601
+    DWORD old = 0;
+#endif
+    if (!w) { lwo__sys_error(err, cap); return NULL; }
+    if (strchr(path, '\\') || strchr(path, '/')) {
+        DWORD n = GetFullPathNameW(w, 0, NULL, NULL);
+        if (n && (full = (wchar_t *)LWO_MALLOC((size_t)n * sizeof *full)) != NULL && GetFullPathNameW(w, n, full, NULL) < n) {
+            LWO_FREE(w);
+            w = full;
+            flags = LOAD_WITH_ALTERED_SEARCH_PATH;
+        } else {
+            LWO_FREE(full);
+        }
+    }
+#if !defined(_WIN32_WINNT) || _WIN32_WINNT >= 0x0601
+    SetThreadErrorMode(SEM_FAILCRITICALERRORS | SEM_NOOPENFILEERRORBOX, &old);
+#endif
+    h = LoadLibraryExW(w, NULL, flags);
+    if (!h) lwo__sys_error(err, cap);
+#if !defined(_WIN32_WINNT) || _WIN32_WINNT >= 0x0601
+    SetThreadErrorMode(old, NULL);
+#endif
+    LWO_FREE(w);
+    return (void *)h;
+}
+
+static void *lwo__lib_sym(void *lib, const char *name) {
+    FARPROC f = GetProcAddress((HMODULE)lib, name);
+    void *p;
+    memcpy(&p, &f, sizeof p); /* a function pointer as data, which C and C++ allow only this way */
+    return p;
+}
+
+static void lwo__lib_close(void *lib) { FreeLibrary((HMODULE)lib); }
+
+static int lwo__read_file(const char *path, unsigned char **data, size_t *size) {
+    wchar_t *w = lwo__widen(path);
+    HANDLE h;
+    LARGE_INTEGER sz;
+    unsigned char *buf;
+    size_t got = 0;
+    if (!w) return 0;
+    /* every share mode: another process may rename a new cache file over this one meanwhile */
+    h = CreateFileW(w, GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, NULL, OPEN_EXISTING,
+                    FILE_ATTRIBUTE_NORMAL, NULL);
+    LWO_FREE(w);
+    if (h == INVALID_HANDLE_VALUE) return 0;
+    if (!GetFileSizeEx(h, &sz) || sz.QuadPart < 0 || (uint64_t)sz.QuadPart >= (uint64_t)SIZE_MAX ||
+        !(buf = (unsigned char *)LWO_MALLOC((size_t)sz.QuadPart + 1))) { CloseHandle(h); return 0; }
+    while (got < (size_t)sz.QuadPart) {
+        size_t left = (size_t)sz.QuadPart - got;
+        DWORD chunk = left > (1u << 30) ? (1u << 30) : (DWORD)left, n = 0;
+        if (!ReadFile(h, buf + got, chunk, &n, NULL) || n == 0) break;
+        got += n;
+    }
+    CloseHandle(h);
+    if (got != (size_t)sz.QuadPart) { LWO_FREE(buf); return 0; }
+    *data = buf;
+    *size = got;
+    return 1;
+}
+
+static int lwo__wfile_open(lwo__wfile *f, const char *path, char *err, size_t cap) {
+    size_t n = strlen(path) + 32;
+    wchar_t *w;
+    f->path = path;
+    f->h = INVALID_HANDLE_VALUE;
+    f->tmp = (char *)LWO_MALLOC(n);
+    if (!f->tmp) { snprintf(err, cap, "%s: out of host memory", path); return 0; }
+    snprintf(f->tmp, n, "%s.tmp.%lu", path, lwo__pid());
+    if ((w = lwo__widen(f->tmp)) != NULL) {
+        f->h = CreateFileW(w, GENERIC_WRITE, 0, NULL, CREATE_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL);
+        LWO_FREE(w);
+    }
+    if (f->h == INVALID_HANDLE_VALUE) {
+        char why[512];
+        lwo__sys_error(why, sizeof why);
+        snprintf(err, cap, "%s: cannot create: %s", f->tmp, why);
+        LWO_FREE(f->tmp);
+        f->tmp = NULL;
+        return 0;
+    }
+    return 1;
+}
+
+static int lwo__wfile_write(lwo__wfile *f, const void *data, uint64_t n, char *err, size_t cap) {
+    const char *p = (const char *)data;
+    while (n) {
+        DWORD chunk = n > (uint64_t)(1u << 30) ? (DWORD)(1u << 30) : (DWORD)n, w = 0;
+        if (!WriteFile(f->h, p, chunk, &w, NULL) || w == 0) {
+            char why[512];
+            lwo__sys_error(why, sizeof why);
+            snprintf(err, cap, "%s: write failed: %s", f->tmp, why);
+            return 0;
+        }
+        p += w;
+        n -= w;
+    }
+    return 1;
+}
+
+static void lwo__wfile_abort(lwo__wfile *f) {
+    wchar_t *w;
+    if (f->h != INVALID_HANDLE_VALUE) CloseHandle(f->h);
+    f->h = INVALID_HANDLE_VALUE;
+    if (f->tmp && (w = lwo__widen(f->tmp)) != NULL) { DeleteFileW(w); LWO_FREE(w); }
+    LWO_FREE(f->tmp);
+    f->tmp = NULL;
+}
+
+/* sync: the data reaches the disk before the rename (FlushFileBuffers, MOVEFILE_WRITE_THROUGH).
+   MOVEFILE_REPLACE_EXISTING is Windows' rename over an existing name; it fails while another
+   process holds that file open without FILE_SHARE_DELETE. On failure the temporary is removed. */
+static int lwo__wfile_commit(lwo__wfile *f, int sync, char *err, size_t cap) {
+    char why[512];
+    wchar_t *wt, *wp;
+    int ok;
+    if (sync && !FlushFileBuffers(f->h)) {
+        lwo__sys_error(why, sizeof why);
+        snprintf(err, cap, "%s: write failed: %s", f->tmp, why);
+        lwo__wfile_abort(f);
+        return 0;
+    }
+    ok = CloseHandle(f->h) != 0;
+    f->h = INVALID_HANDLE_VALUE;
+    if (!ok) { lwo__sys_error(why, sizeof why); snprintf(err, cap, "%s: write failed: %s", f->tmp, why); lwo__wfile_abort(f); return 0; }
+    wt = lwo__widen(f->tmp);
+    wp = lwo__widen(f->path);
+    ok = wt && wp && MoveFileExW(wt, wp, MOVEFILE_REPLACE_EXISTING | (sync ? MOVEFILE_WRITE_THROUGH : 0));
+    if (!ok) { lwo__sys_error(why, sizeof why); snprintf(err, cap, "rename %s -> %s: %s", f->tmp, f->path, why); }
+    LWO_FREE(wt);
+    LWO_FREE(wp);
+    if (!ok) { lwo__wfile_abort(f); return 0; }
+    LWO_FREE(f->tmp);
+    f->tmp = NULL;
+    return 1;
+}
+
+static int lwo__remove_file(const char *path) {
+    wchar_t *w = lwo__widen(path);
+    int ok = w && DeleteFileW(w);
+    LWO_FREE(w);
+    return ok;
+}
+
+/* Creates one folder; 1 if it exists afterwards. */
+static int lwo__mkdir1(const char *path) {
+    wchar_t *w = lwo__widen(path);
+    DWORD a;
+    int ok = 0;
+    if (w) {
+        ok = CreateDirectoryW(w, NULL) ||
+             ((a = GetFileAttributesW(w)) != INVALID_FILE_ATTRIBUTES && (a & FILE_ATTRIBUTE_DIRECTORY));
+        LWO_FREE(w);
+    }
+    return ok;
+}
+
+static int lwo__dir_open(lwo__dir *d, const char *path) {
+    size_t n = strlen(path);
+    char *pat = (char *)LWO_MALLOC(n + 3);
+    wchar_t *w;
+    d->h = INVALID_HANDLE_VALUE;
+    if (!pat) return 0;
+    memcpy(pat, path, n);
+    memcpy(pat + n, "\\*", 3);
+    w = lwo__widen(pat);
+    LWO_FREE(pat);
+    if (!w) return 0;
+    d->h = FindFirstFileW(w, &d->fd);
+    LWO_FREE(w);
+    d->first = 1;
+    return d->h != INVALID_HANDLE_VALUE;
+}
+
+/* The next name (UTF-8), NULL at the end; a name too long for d->name is skipped. */
+static const char *lwo__dir_next(lwo__dir *d) {
+    for (;;) {
+        if (!d->first && !FindNextFileW(d->h, &d->fd)) return NULL;
+        d->first = 0;
+        if (lwo__narrow(d->fd.cFileName, d->name, sizeof d->name)) return d->name;
+    }
+}
+
+static void lwo__dir_close(lwo__dir *d) {
+    if (d->h != INVALID_HANDLE_VALUE) FindClose(d->h);
+    d->h = INVALID_HANDLE_VALUE;
+}
+
+/* Maps the whole file read-only: *base and *size; a 0-byte file maps nothing (*base is ""). Only a
+   regular file on a disk is accepted: a folder, pipe, console or device is refused by name. The
+   file's handle and the mapping object are closed at once: the view holds the file open. Other
+   processes may read, rename or delete it meanwhile, but not write it (FILE_SHARE_WRITE is not
+   given), so the bytes validated are the bytes used. */
+static lwo_result lwo__map_file(const char *path, const uint8_t **base, uint64_t *size, char *err, size_t cap) {
+    wchar_t *w = lwo__widen(path);
+    char why[512];
+    HANDLE h, m;
+    LARGE_INTEGER sz;
+    DWORD a;
+    void *v;
+    *base = NULL;
+    *size = 0;
+    if (!w) { lwo__sys_error(why, sizeof why); snprintf(err, cap, "%s: cannot open: %s", path, why); return LWO_ERROR_IO; }
+    a = GetFileAttributesW(w);
+    if (a != INVALID_FILE_ATTRIBUTES && (a & FILE_ATTRIBUTE_DIRECTORY)) {
+        LWO_FREE(w);
+        snprintf(err, cap, "%s: not a regular file", path);
+        return LWO_ERROR_IO;
+    }
+    h = CreateFileW(w, GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_DELETE, NULL, OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, NULL);
+    LWO_FREE(w);
+    if (h == INVALID_HANDLE_VALUE) { lwo__sys_error(why, sizeof why); snprintf(err, cap, "%s: cannot open: %s", path, why); return LWO_ERROR_IO; }
+    if (GetFileType(h) != FILE_TYPE_DISK) { CloseHandle(h); snprintf(err, cap, "%s: not a regular file", path); return LWO_ERROR_IO; }
+    if (!GetFileSizeEx(h, &sz)) { lwo__sys_error(why, sizeof why); CloseHandle(h); snprintf(err, cap, "%s: cannot stat: %s", path, why); return LWO_ERROR_IO; }
+    if (sz.QuadPart < 0 || (uint64_t)sz.QuadPart > (uint64_t)SIZE_MAX) { CloseHandle(h); snprintf(err, cap, "%s: file too large to map", path); return LWO_ERROR_IO; }
+    if (sz.QuadPart == 0) { CloseHandle(h); *base = (const uint8_t *)""; return LWO_SUCCESS; } /* no mapping of 0 bytes */
+    m = CreateFileMappingW(h, NULL, PAGE_READONLY, 0, 0, NULL);
+    if (!m) { lwo__sys_error(why, sizeof why); CloseHandle(h); snprintf(err, cap, "%s: cannot map: %s", path, why); return LWO_ERROR_IO; }
+    v = MapViewOfFile(m, FILE_MAP_READ, 0, 0, 0);
+    if (!v) lwo__sys_error(why, sizeof why);
+    CloseHandle(m);
+    CloseHandle(h);
+    if (!v) { snprintf(err, cap, "%s: cannot map: %s", path, why); return LWO_ERROR_IO; }
+    *base = (const uint8_t *)v;
+    *size = (uint64_t)sz.QuadPart;
+    return LWO_SUCCESS;
+}
+
+static void lwo__unmap_file(const uint8_t *base, uint64_t size) {
+    if (base && size) UnmapViewOfFile((const void *)base);
+}
+
+/* %LOCALAPPDATA%\lwo: per user, per machine, not roamed (cubins are built for this machine's GPU). */
+static int lwo__default_cache_dir(char *buf, size_t cap) {
+    char v[2048];
+    if (!lwo__env("LOCALAPPDATA", v, sizeof v)) return 0;
+    return (size_t)snprintf(buf, cap, "%s\\lwo", v) < cap;
+}
+
+/* nvrtc64_*.dll in one folder, highest name (newest CUDA) first; *.alt.dll are skipped, as the
+   Linux search skips libnvrtc.alt (the same compiler built against another C++ runtime). */
+static int lwo__nvrtc_in_dir(const char *dir, lwo__try_lib_fn try_fn, void *user, char *tried, size_t cap) {
+    char names[16][64], path[2400];
+    size_t n = 0, i, j, dl = strlen(dir);
+    wchar_t *w;
+    HANDLE h;
+    WIN32_FIND_DATAW fd;
+    if (dl + sizeof "\\nvrtc64_*.dll" > sizeof path) return 0;
+    snprintf(path, sizeof path, "%s\\nvrtc64_*.dll", dir);
+    if (!(w = lwo__widen(path))) return 0;
+    h = FindFirstFileW(w, &fd);
+    LWO_FREE(w);
+    if (h != INVALID_HANDLE_VALUE) {
+        do {
+            char nm[64];
+            if (n < 16 && lwo__narrow(fd.cFileName, nm, sizeof nm) && !strstr(nm, ".alt.")) memcpy(names[n++], nm, sizeof nm);
+        } while (FindNextFileW(h, &fd));
+        FindClose(h);
+    }
+    if (!n) { lwo__appendf(tried, cap, "\n  %s: no match", path); return 0; }
+    for (i = 1; i < n; i++) /* insertion sort, descending: sixteen names at most */
+        for (j = i; j > 0 && strcmp(names[j - 1], names[j]) < 0; j--) {
+            char t[64];
+            memcpy(t, names[j], sizeof t); memcpy(names[j], names[j - 1], sizeof t); memcpy(names[j - 1], t, sizeof t);
+        }
+    for (i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s\\%s", dir, names[i]);
+        if (try_fn(user, path)) return 1;
+    }
+    return 0;
+}
+
+/* The versioned DLL names through the standard search, then nvrtc64_*.dll in: the exe's folder,
+   %CUDA_PATH%\bin\x64 (CUDA 13) and \bin (CUDA 12), a Python venv's or conda's NVRTC wheel, and
+   every toolkit under %ProgramFiles%\NVIDIA GPU Computing Toolkit\CUDA, newest first. */
+static int lwo__nvrtc_search(lwo__try_lib_fn try_fn, void *user, char *tried, size_t cap) {
+    static const char *const names[] = { "nvrtc64_130_0.dll", "nvrtc64_120_0.dll" };
+    static const char *const env_dirs[][2] = {
+        { "CUDA_PATH", "\\bin\\x64" }, { "CUDA_PATH", "\\bin" },
+        { "VIRTUAL_ENV", "\\Lib\\site-packages\\nvidia\\cu13\\bin\\x86_64" },
+        { "VIRTUAL_ENV", "\\Lib\\site-packages\\nvidia\\cuda_nvrtc\\bin" },
+        { "CONDA_PREFIX", "\\Library\\bin" }, { "CONDA_PREFIX", "\\Library\\bin\\x64" },
+    };
+    char dir[2048], v[1024];
+    wchar_t exe[1024];
+    DWORD n;
+    size_t i;
+    lwo__dir d;
+    for (i = 0; i < sizeof names / sizeof *names; i++)
+        if (try_fn(user, names[i])) return 1;
+    n = GetModuleFileNameW(NULL, exe, sizeof exe / sizeof *exe);
+    if (n > 0 && n < sizeof exe / sizeof *exe && lwo__narrow(exe, dir, sizeof dir)) {
+        char *slash = strrchr(dir, '\\');
+        if (slash) { *slash = 0; if (lwo__nvrtc_in_dir(dir, try_fn, user, tried, cap)) return 1; }
+    }
+    for (i = 0; i < sizeof env_dirs / sizeof *env_dirs; i++) {
+        if (!lwo__env(env_dirs[i][0], v, sizeof v)) {
+            if (i == 0 || strcmp(env_dirs[i][0], env_dirs[i - 1][0]) != 0) lwo__appendf(tried, cap, "\n  %%%s%%: not set", env_dirs[i][0]);
+            continue;
+        }
+        snprintf(dir, sizeof dir, "%s%s", v, env_dirs[i][1]);
+        if (lwo__nvrtc_in_dir(dir, try_fn, user, tried, cap)) return 1;
+    }
+    if (lwo__env("ProgramFiles", v, sizeof v)) {
+        char vers[16][64];
+        size_t nv = 0, j;
+        const char *e;
+        snprintf(dir, sizeof dir, "%s\\NVIDIA GPU Computing Toolkit\\CUDA", v);
+        if (lwo__dir_open(&d, dir)) {
+            while ((e = lwo__dir_next(&d)) != NULL)
+                if (e[0] == 'v' && strlen(e) < sizeof vers[0] && nv < 16) memcpy(vers[nv++], e, strlen(e) + 1);
+            lwo__dir_close(&d);
+        }
+        if (!nv) lwo__appendf(tried, cap, "\n  %s\\v*: none", dir);
+        for (i = 1; i < nv; i++) /* newest first: "v13.0" before "v12.8" before "v12.10"? by number */
+            for (j = i; j > 0 && atof(vers[j - 1] + 1) < atof(vers[j] + 1); j--) {
+                char t[64];
+                memcpy(t, vers[j], sizeof t); memcpy(vers[j], vers[j - 1], sizeof t); memcpy(vers[j - 1], t, sizeof t);
+            }
+        for (i = 0; i < nv; i++) {
+            char sub[2400];
+            snprintf(sub, sizeof sub, "%s\\%s\\bin\\x64", dir, vers[i]);
+            if (lwo__nvrtc_in_dir(sub, try_fn, user, tried, cap)) return 1;
+            snprintf(sub, sizeof sub, "%s\\%s\\bin", dir, vers[i]);
+            if (lwo__nvrtc_in_dir(sub, try_fn, user, tried, cap)) return 1;
+        }
+    }
+    return 0;
+}
+
+/* NVRTC loads its builtins DLL (nvrtc-builtins64_<major><minor>.dll) by bare name when it first
+   compiles, through the standard search, which does not include NVRTC's own folder: NVRTC loaded
+   from a path off PATH (a wheel, a copy beside nothing) fails there. Loading the builtins from that
+   folder first makes the later by-name load find the module already in the process. Returns its
+   handle (lwo__lib_close at unload) or NULL when there is none to load, which is not an error. */
+static void *lwo__nvrtc_companion(const char *nvrtc_path, int major, int minor) {
+    char path[1200], why[256];
+    const char *slash = strrchr(nvrtc_path, '\\'), *fwd = strrchr(nvrtc_path, '/');
+    size_t dl;
+    if (fwd && (!slash || fwd > slash)) slash = fwd;
+    if (!slash || (dl = (size_t)(slash - nvrtc_path)) + 40 > sizeof path) return NULL;
+    memcpy(path, nvrtc_path, dl);
+    snprintf(path + dl, sizeof path - dl, "\\nvrtc-builtins64_%d%d.dll", major, minor);
+    return lwo__lib_open(path, why, sizeof why);
+}
+
+#else /* POSIX */
+#define LWO__DRIVER_DEFAULT "libcuda.so.1"
+#define LWO__NVRTC_LIB "libnvrtc"
+#define LWO__SEP "/"
+#define LWO__IS_SEP(c) ((c) == '/')
+
+static double lwo__now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static uint64_t lwo__page_size(void) {
+    long ps = sysconf(_SC_PAGESIZE);
+    return ps > 0 ? (uint64_t)ps : 4096u;
+}
+
+static uint64_t lwo__phys_ram(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), ps = sysconf(_SC_PAGESIZE);
+    return (pages > 0 && ps > 0) ? (uint64_t)pages * (uint64_t)ps : 0;
+}
+
+static unsigned long lwo__pid(void) { return (unsigned long)getpid(); }
+
+static const char *lwo__sys_error(char *buf, size_t cap) {
+    snprintf(buf, cap, "%s", strerror(errno));
+    return buf;
+}
+
+static int lwo__env(const char *name, char *buf, size_t cap) {
+    const char *e = getenv(name);
+    size_t n;
+    if (!e || !*e || (n = strlen(e)) >= cap) return 0;
+    memcpy(buf, e, n + 1);
+    return 1;
+}
+
+static void *lwo__lib_open(const char *path, char *err, size_t cap) {
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *e = dlerror();
+        snprintf(err, cap, "%s", e ? e : "unknown error");
+    }
+    return lib;
+}
+
+static void *lwo__lib_sym(void *lib, const char *name) { return dlsym(lib, name); }
+
+static void lwo__lib_close(void *lib) { dlclose(lib); }
+
+static int lwo__read_file(const char *path, unsigned char **data, size_t *size) {
+    struct stat st;
+    unsigned char *buf;
+    size_t got = 0, want;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return 0;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 0 || (uint64_t)st.st_size >= (uint64_t)SIZE_MAX ||
+        !(buf = (unsigned char *)LWO_MALLOC((size_t)st.st_size + 1))) { close(fd); return 0; }
+    want = (size_t)st.st_size;
+    while (got < want) {
+        ssize_t r = read(fd, buf + got, want - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got != want) { LWO_FREE(buf); return 0; }
+    *data = buf;
+    *size = got;
+    return 1;
+}
+
+static int lwo__wfile_open(lwo__wfile *f, const char *path, char *err, size_t cap) {
+    size_t n = strlen(path) + 32;
+    char why[256];
+    f->path = path;
+    f->fd = -1;
+    f->tmp = (char *)LWO_MALLOC(n);
+    if (!f->tmp) { snprintf(err, cap, "%s: out of host memory", path); return 0; }
+    snprintf(f->tmp, n, "%s.tmp.%lu", path, lwo__pid());
+    f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (f->fd < 0) {
+        snprintf(err, cap, "%s: cannot create: %s", f->tmp, lwo__sys_error(why, sizeof why));
+        LWO_FREE(f->tmp);
+        f->tmp = NULL;
+        return 0;
+    }
+    return 1;
+}
+
+static int lwo__wfile_write(lwo__wfile *f, const void *data, uint64_t n, char *err, size_t cap) {
+    const char *p = (const char *)data;
+    char why[256];
+    while (n) {
+        size_t chunk = n > (uint64_t)(1u << 30) ? (size_t)(1u << 30) : (size_t)n;
+        ssize_t w = write(f->fd, p, chunk);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            if (w == 0) errno = EIO;
+            snprintf(err, cap, "%s: write failed: %s", f->tmp, lwo__sys_error(why, sizeof why));
+            return 0;
+        }
+        p += w;
+        n -= (uint64_t)w;
+    }
+    return 1;
+}
+
+static void lwo__wfile_abort(lwo__wfile *f) {
+    if (f->fd >= 0) close(f->fd);
+    f->fd = -1;
+    if (f->tmp) unlink(f->tmp);
+    LWO_FREE(f->tmp);
+    f->tmp = NULL;
+}
+
+/* sync: fsync before the rename, so after a crash the name holds the old file or the whole new one. */
+static int lwo__wfile_commit(lwo__wfile *f, int sync, char *err, size_t cap) {
+    char why[256];
+    int ok = !sync || fsync(f->fd) == 0;
+    ok = (close(f->fd) == 0) && ok;
+    f->fd = -1;
+    if (!ok) { snprintf(err, cap, "%s: write failed: %s", f->tmp, lwo__sys_error(why, sizeof why)); lwo__wfile_abort(f); return 0; }
+    if (rename(f->tmp, f->path) != 0) {
+        snprintf(err, cap, "rename %s -> %s: %s", f->tmp, f->path, lwo__sys_error(why, sizeof why));
+        lwo__wfile_abort(f);
+        return 0;
+    }
+    LWO_FREE(f->tmp);
+    f->tmp = NULL;
+    return 1;
+}
+
+static int lwo__remove_file(const char *path) { return unlink(path) == 0; }
+
+/* Creates one folder; 1 if it exists afterwards. */
+static int lwo__mkdir1(const char *path) {
+    struct stat st;
+    return mkdir(path, 0755) == 0 || (errno == EEXIST && stat(path, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
+static int lwo__dir_open(lwo__dir *d, const char *path) { return (d->d = opendir(path)) != NULL; }
+
+/* The next name, NULL at the end; a name too long for d->name is skipped. */
+static const char *lwo__dir_next(lwo__dir *d) {
+    struct dirent *e;
+    while ((e = readdir(d->d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n < sizeof d->name) { memcpy(d->name, e->d_name, n + 1); return d->name; }
+    }
+    return NULL;
+}
+
+static void lwo__dir_close(lwo__dir *d) {
+    if (d->d) closedir(d->d);
+    d->d = NULL;
+}
+
+/* Maps the whole file read-only: *base and *size; a 0-byte file maps nothing (*base is ""). Only a
+   regular file is accepted: O_NONBLOCK keeps the open of a FIFO from waiting for a writer, and
+   fstat refuses it, a folder or a device by name. */
+/* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever. fstat on the
+   descriptor (not stat on the path, which could change in between) then admits regular files
+   only, so O_NONBLOCK never affects a read. */
+static lwo_result lwo__map_file(const char *path, const uint8_t **base, uint64_t *size, char *err, size_t cap) {
+    struct stat st;
+    char why[256];
+    void *m;
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    *base = NULL;
+    *size = 0;
+    if (fd < 0) { snprintf(err, cap, "%s: cannot open: %s", path, lwo__sys_error(why, sizeof why)); return LWO_ERROR_IO; }
+    if (fstat(fd, &st) != 0) { snprintf(err, cap, "%s: cannot stat: %s", path, lwo__sys_error(why, sizeof why)); close(fd); return LWO_ERROR_IO; }
+    if (!S_ISREG(st.st_mode)) {
+        const char *kind = S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) ? "a character device"
+                         : S_ISBLK(st.st_mode) ? "a block device" : S_ISSOCK(st.st_mode) ? "a socket" : "not a regular file";
+        snprintf(err, cap, "%s: is %s; lwo maps regular files only", path, kind);
+        close(fd);
+        return LWO_ERROR_IO;
+    }
+    if (st.st_size < 0 || (uint64_t)st.st_size > (uint64_t)SIZE_MAX) {
+        snprintf(err, cap, "%s: file too large to map", path); close(fd); return LWO_ERROR_IO;
+    }
+    if (st.st_size == 0) { close(fd); *base = (const uint8_t *)""; return LWO_SUCCESS; } /* no mapping of 0 bytes */
+    m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) { snprintf(err, cap, "%s: cannot map: %s", path, lwo__sys_error(why, sizeof why)); return LWO_ERROR_IO; }
+    *base = (const uint8_t *)m;
+    *size = (uint64_t)st.st_size;
+    return LWO_SUCCESS;
+}
+
+static void lwo__unmap_file(const uint8_t *base, uint64_t size) {
+    if (base && size) munmap((void *)(uintptr_t)base, (size_t)size);
+}
+
+/* $XDG_CACHE_HOME/lwo, else $HOME/.cache/lwo */
+static int lwo__default_cache_dir(char *buf, size_t cap) {
+    char v[2048];
+    if (lwo__env("XDG_CACHE_HOME", v, sizeof v)) return (size_t)snprintf(buf, cap, "%s/lwo", v) < cap;
+    if (lwo__env("HOME", v, sizeof v)) return (size_t)snprintf(buf, cap, "%s/.cache/lwo", v) < cap;
+    return 0;
+}
+
+/* The loader's own search for the versioned sonames, then the toolkit and Python wheel locations,
+   highest version first within each pattern. */
+static int lwo__nvrtc_search(lwo__try_lib_fn try_fn, void *user, char *tried, size_t cap) {
+    static const char *const sonames[] = { "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so" };
+    static const char *const patterns[] = {
+        "/usr/local/cuda/lib64/libnvrtc.so*", "/usr/local/cuda/targets/*/lib/libnvrtc.so*",
+        "/usr/local/cuda-*/lib64/libnvrtc.so*", "/opt/cuda/lib64/libnvrtc.so*",
+        "/usr/lib/x86_64-linux-gnu/libnvrtc.so*", "/usr/lib/aarch64-linux-gnu/libnvrtc.so*",
+        "/usr/local/lib/python3*/*-packages/nvidia/cu1*/lib/libnvrtc.so*",
+        "/usr/local/lib/python3*/*-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so*",
+        "/usr/lib/python3*/*-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so*",
+        "/opt/*/.venv/lib/python3*/site-packages/nvidia/cu1*/lib/libnvrtc.so*",
+        "/opt/*/.venv/lib/python3*/site-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so*",
+    };
+    size_t i, j;
+    for (i = 0; i < sizeof sonames / sizeof *sonames; i++)
+        if (try_fn(user, sonames[i])) return 1;
+    for (i = 0; i < sizeof patterns / sizeof *patterns; i++) {
+        glob_t g;
+        if (glob(patterns[i], 0, NULL, &g) == 0) {
+            for (j = g.gl_pathc; j-- > 0;) { /* highest version sorts last */
+                if (strstr(g.gl_pathv[j], "builtins") || strstr(g.gl_pathv[j], ".alt.")) continue;
+                if (try_fn(user, g.gl_pathv[j])) { globfree(&g); return 1; }
+            }
+            globfree(&g);
+        } else {
+            lwo__appendf(tried, cap, "\n  %s: no match", patterns[i]);
+        }
+    }
+    return 0;
+}
+/* libnvrtc finds its builtins library beside itself (its RUNPATH is $ORIGIN): nothing to load. */
+static void *lwo__nvrtc_companion(const char *nvrtc_path, int major, int minor) {
+    (void)nvrtc_path; (void)major; (void)minor;
+    return NULL;
+}
+#endif
+
+/* ---- built on the functions above, the same on every platform ---------------------------------- */
+
+/* Writes a + b to path whole or not at all (temporary name, then rename). No fsync: the cache's
+   readers check a checksum, so a file cut short by a crash is recompiled, not trusted. */
+static int lwo__write_file_atomic(const char *path, const void *a, size_t an, const void *b, size_t bn) {
+    lwo__wfile f;
+    char err[256];
+    if (!lwo__wfile_open(&f, path, err, sizeof err)) return 0;
+    if (!lwo__wfile_write(&f, a, an, err, sizeof err) || (bn && !lwo__wfile_write(&f, b, bn, err, sizeof err))) {
+        lwo__wfile_abort(&f);
+        return 0;
+    }
+    return lwo__wfile_commit(&f, 0, err, sizeof err);
+}
+
+/* mkdir -p: each prefix is created in turn, and only the last must succeed (a drive "C:", a UNC
+   "\\server\share" or a folder without permission above an existing one cannot be created). */
 static int lwo__mkdir_p(const char *dir) {
     char p[4096];
     size_t i, n = strlen(dir);
     if (n == 0 || n >= sizeof p) return 0;
     memcpy(p, dir, n + 1);
-    for (i = 1; i <= n; i++) {
-        if (p[i] == '/' || p[i] == 0) {
+    for (i = 1; i < n; i++)
+        if (LWO__IS_SEP(p[i]) && !LWO__IS_SEP(p[i - 1])) {
             char c = p[i];
             p[i] = 0;
-            if (mkdir(p, 0755) != 0 && errno != EEXIST) return 0;
+            lwo__mkdir1(p);
             p[i] = c;
         }
-    }
-    return 1;
+    return lwo__mkdir1(p);
 }
 
 /* ==== 2. Driver loader ======================================================================= */
@@ -1163,23 +1905,24 @@ typedef struct lwo__driver {
 typedef lwo__CUresult (*lwo__get_proc_v2_fn)(const char *, void **, int, unsigned long long, int *);
 typedef lwo__CUresult (*lwo__get_proc_v1_fn)(const char *, void **, int, unsigned long long);
 
-/* Loads `path` (libcuda.so.1 by default) and fills the table. On failure writes why into err. */
+/* Loads `path` (LWO__DRIVER_DEFAULT: libcuda.so.1, nvcuda.dll on Windows) and fills the table.
+   On failure writes why into err. */
 static lwo_result lwo__driver_load(lwo__driver *d, const char *path, char *err, size_t errcap) {
     void *sym;
     lwo__get_proc_v2_fn gpa2 = NULL;
     lwo__get_proc_v1_fn gpa1 = NULL;
     lwo__CUresult r;
+    char why[1024];
     memset(d, 0, sizeof *d);
-    d->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    d->lib = lwo__lib_open(path, why, sizeof why);
     if (!d->lib) {
-        const char *e = dlerror();
         snprintf(err, errcap, "no CUDA driver: could not load '%s' (%s); install the NVIDIA driver, "
-                 "or set lwo_desc.driver_path", path, e ? e : "unknown error");
+                 "or set lwo_desc.driver_path", path, why);
         return LWO_ERROR_NO_DRIVER;
     }
-    sym = dlsym(d->lib, "cuGetProcAddress_v2");
+    sym = lwo__lib_sym(d->lib, "cuGetProcAddress_v2");
     if (sym) memcpy(&gpa2, &sym, sizeof sym);
-    else if ((sym = dlsym(d->lib, "cuGetProcAddress")) != NULL) memcpy(&gpa1, &sym, sizeof sym);
+    else if ((sym = lwo__lib_sym(d->lib, "cuGetProcAddress")) != NULL) memcpy(&gpa1, &sym, sizeof sym);
     if (!gpa2 && !gpa1) {
         snprintf(err, errcap, "'%s' has no cuGetProcAddress: the driver is older than CUDA 11.3", path);
         return LWO_ERROR_DRIVER_SYMBOL;
@@ -1209,7 +1952,7 @@ static lwo_result lwo__driver_load(lwo__driver *d, const char *path, char *err, 
 }
 
 static void lwo__driver_unload(lwo__driver *d) {
-    if (d->lib) dlclose(d->lib);
+    if (d->lib) lwo__lib_close(d->lib);
     memset(d, 0, sizeof *d);
 }
 
@@ -1230,6 +1973,7 @@ typedef struct lwo__nvrtcProgram_st *lwo__nvrtcProgram;
 
 typedef struct lwo__nvrtc {
     void *lib;
+    void *builtins; /* lwo__nvrtc_companion's, if any */
     int version; /* major * 1000 + minor * 10, like the driver's */
     char path[1024];
 #define LWO__X(name, params) lwo__nvrtcResult (*name) params;
@@ -1238,13 +1982,14 @@ typedef struct lwo__nvrtc {
 } lwo__nvrtc;
 
 static int lwo__nvrtc_try(lwo__nvrtc *n, const char *path, char *tried, size_t cap) {
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    char why[1024];
+    void *lib = lwo__lib_open(path, why, sizeof why);
     int maj = 0, min = 0;
-    if (!lib) { lwo__appendf(tried, cap, "\n  %s: %s", path, dlerror()); return 0; }
+    if (!lib) { lwo__appendf(tried, cap, "\n  %s: %s", path, why); return 0; }
 #define LWO__X(name, params)                                                                          \
     {                                                                                                \
-        void *p = dlsym(lib, #name);                                                                 \
-        if (!p) { lwo__appendf(tried, cap, "\n  %s: no symbol %s", path, #name); dlclose(lib); return 0; } \
+        void *p = lwo__lib_sym(lib, #name);                                                          \
+        if (!p) { lwo__appendf(tried, cap, "\n  %s: no symbol %s", path, #name); lwo__lib_close(lib); return 0; } \
         memcpy(&n->name, &p, sizeof p);                                                              \
     }
     LWO__NVRTC_FUNCS(LWO__X)
@@ -1252,52 +1997,39 @@ static int lwo__nvrtc_try(lwo__nvrtc *n, const char *path, char *tried, size_t c
     n->lib = lib;
     n->nvrtcVersion(&maj, &min);
     n->version = maj * 1000 + min * 10;
+    n->builtins = lwo__nvrtc_companion(path, maj, min);
     snprintf(n->path, sizeof n->path, "%s", path);
     return 1;
 }
 
-/* Search order: explicit path (lwo_desc.nvrtc_path, else $LWO_NVRTC_PATH), the loader's own search
-   for the versioned sonames, then the toolkit and Python wheel locations. */
+/* lwo__nvrtc_search's callback: one candidate, its failure noted in the list of places tried. */
+typedef struct lwo__nvrtc_search_ctx { lwo__nvrtc *n; char *tried; size_t cap; } lwo__nvrtc_search_ctx;
+static int lwo__nvrtc_try_cb(void *user, const char *path) {
+    lwo__nvrtc_search_ctx *c = (lwo__nvrtc_search_ctx *)user;
+    return lwo__nvrtc_try(c->n, path, c->tried, c->cap);
+}
+
+/* Search order: explicit path (lwo_desc.nvrtc_path, else $LWO_NVRTC_PATH), then the platform's
+   list (lwo__nvrtc_search): the versioned names through the loader's own search, then the toolkit
+   and Python wheel locations. */
 static lwo_result lwo__nvrtc_load(lwo__nvrtc *n, const char *explicit_path, char *err, size_t errcap) {
-    static const char *const sonames[] = { "libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so" };
-    static const char *const patterns[] = {
-        "/usr/local/cuda/lib64/libnvrtc.so*", "/usr/local/cuda/targets/*/lib/libnvrtc.so*",
-        "/usr/local/cuda-*/lib64/libnvrtc.so*", "/opt/cuda/lib64/libnvrtc.so*",
-        "/usr/lib/x86_64-linux-gnu/libnvrtc.so*", "/usr/lib/aarch64-linux-gnu/libnvrtc.so*",
-        "/usr/local/lib/python3*/*-packages/nvidia/cu1*/lib/libnvrtc.so*",
-        "/usr/local/lib/python3*/*-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so*",
-        "/usr/lib/python3*/*-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so*",
-        "/opt/*/.venv/lib/python3*/site-packages/nvidia/cu1*/lib/libnvrtc.so*",
-        "/opt/*/.venv/lib/python3*/site-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so*",
-    };
-    char tried[3000] = "";
-    size_t i, j;
+    char tried[3000] = "", env[2048];
+    lwo__nvrtc_search_ctx c;
     memset(n, 0, sizeof *n);
-    if (!explicit_path || !*explicit_path) explicit_path = getenv("LWO_NVRTC_PATH");
+    if ((!explicit_path || !*explicit_path) && lwo__env("LWO_NVRTC_PATH", env, sizeof env)) explicit_path = env;
     if (explicit_path && *explicit_path) {
         if (lwo__nvrtc_try(n, explicit_path, tried, sizeof tried)) return LWO_SUCCESS;
     }
-    for (i = 0; i < sizeof sonames / sizeof *sonames; i++)
-        if (lwo__nvrtc_try(n, sonames[i], tried, sizeof tried)) return LWO_SUCCESS;
-    for (i = 0; i < sizeof patterns / sizeof *patterns; i++) {
-        glob_t g;
-        if (glob(patterns[i], 0, NULL, &g) == 0) {
-            for (j = g.gl_pathc; j-- > 0;) { /* highest version sorts last */
-                if (strstr(g.gl_pathv[j], "builtins") || strstr(g.gl_pathv[j], ".alt.")) continue;
-                if (lwo__nvrtc_try(n, g.gl_pathv[j], tried, sizeof tried)) { globfree(&g); return LWO_SUCCESS; }
-            }
-            globfree(&g);
-        } else {
-            lwo__appendf(tried, sizeof tried, "\n  %s: no match", patterns[i]);
-        }
-    }
+    c.n = n; c.tried = tried; c.cap = sizeof tried;
+    if (lwo__nvrtc_search(lwo__nvrtc_try_cb, &c, tried, sizeof tried)) return LWO_SUCCESS;
     snprintf(err, errcap, "no NVRTC: lwo must compile its kernels for this GPU and could not load "
-             "libnvrtc (set LWO_NVRTC_PATH or lwo_desc.nvrtc_path). Tried:%s", tried);
+             LWO__NVRTC_LIB " (set LWO_NVRTC_PATH or lwo_desc.nvrtc_path). Tried:%s", tried);
     return LWO_ERROR_NO_NVRTC;
 }
 
 static void lwo__nvrtc_unload(lwo__nvrtc *n) {
-    if (n->lib) dlclose(n->lib);
+    if (n->lib) lwo__lib_close(n->lib);
+    if (n->builtins) lwo__lib_close(n->builtins);
     memset(n, 0, sizeof *n);
 }
 
@@ -1554,29 +2286,28 @@ static int lwo__cache_validate(const unsigned char *data, size_t size, const uns
 
 static int lwo__cache_lookup(lwo_context *ctx, uint64_t key, unsigned char **file, const unsigned char **cubin, size_t *csize) {
     char prefix[64];
-    DIR *d;
-    struct dirent *e;
+    lwo__dir d;
+    const char *name;
     int found = 0;
     if (!ctx->cache_dir) return 0;
     snprintf(prefix, sizeof prefix, "lwo-%016llx-", (unsigned long long)key);
-    d = opendir(ctx->cache_dir);
-    if (!d) return 0;
-    while (!found && (e = readdir(d)) != NULL) {
+    if (!lwo__dir_open(&d, ctx->cache_dir)) return 0;
+    while (!found && (name = lwo__dir_next(&d)) != NULL) {
         char path[4096];
-        size_t n = strlen(e->d_name);
+        size_t n = strlen(name);
         unsigned char *data;
         size_t size;
-        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0 || n < 6 || strcmp(e->d_name + n - 6, ".cubin") != 0) continue;
-        if ((size_t)snprintf(path, sizeof path, "%s/%s", ctx->cache_dir, e->d_name) >= sizeof path) continue;
+        if (strncmp(name, prefix, strlen(prefix)) != 0 || n < 6 || strcmp(name + n - 6, ".cubin") != 0) continue;
+        if ((size_t)snprintf(path, sizeof path, "%s" LWO__SEP "%s", ctx->cache_dir, name) >= sizeof path) continue;
         if (!lwo__read_file(path, &data, &size)) continue;
         if (lwo__cache_validate(data, size, cubin, csize)) { *file = data; found = 1; }
         else {
             lwo__log(ctx, LWO_LOG_WARN, "cache file %s is truncated or corrupt; recompiling", path);
             LWO_FREE(data);
-            remove(path);
+            lwo__remove_file(path);
         }
     }
-    closedir(d);
+    lwo__dir_close(&d);
     return found;
 }
 
@@ -1590,7 +2321,7 @@ static void lwo__cache_store(lwo_context *ctx, uint64_t key, const unsigned char
     h.reserved = 0;
     h.size = size;
     h.hash = lwo__fnv1a(LWO__FNV_SEED, cubin, size);
-    snprintf(path, sizeof path, "%s/lwo-%016llx-nvrtc%d.cubin", ctx->cache_dir, (unsigned long long)key, ctx->nvrtc.version);
+    snprintf(path, sizeof path, "%s" LWO__SEP "lwo-%016llx-nvrtc%d.cubin", ctx->cache_dir, (unsigned long long)key, ctx->nvrtc.version);
     if (!lwo__write_file_atomic(path, &h, sizeof h, cubin, size))
         lwo__log(ctx, LWO_LOG_WARN, "cannot write cache file %s", path);
 }
@@ -1933,12 +2664,12 @@ static lwo__host_reg *lwo__host_reg_find(lwo_context *ctx, const void *p, uint64
 /* Registers [p, p + bytes) read-only, or counts one more user of a registration that holds it. */
 static lwo_result lwo__host_reg_acquire(lwo_context *ctx, const void *p, uint64_t bytes, lwo__host_reg **out) {
     lwo__host_reg *r = lwo__host_reg_find(ctx, p, bytes);
-    long ps = sysconf(_SC_PAGESIZE);
+    uint64_t ps = lwo__page_size();
     uintptr_t a = (uintptr_t)p, base, end;
     lwo__CUresult rc;
     *out = NULL;
     if (r) { r->refs++; *out = r; return LWO_SUCCESS; }
-    if (ps <= 0 || bytes == 0 || UINTPTR_MAX - a < (uintptr_t)ps || bytes > (uint64_t)(UINTPTR_MAX - a - (uintptr_t)ps))
+    if (bytes == 0 || UINTPTR_MAX - a < (uintptr_t)ps || bytes > (uint64_t)(UINTPTR_MAX - a - (uintptr_t)ps))
         return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "cannot register %llu bytes at %p", (unsigned long long)bytes, p);
     base = a / (uintptr_t)ps * (uintptr_t)ps;
     end = (a + (uintptr_t)bytes + (uintptr_t)ps - 1) / (uintptr_t)ps * (uintptr_t)ps;
@@ -1976,7 +2707,7 @@ static lwo_result lwo__home_make(lwo_context *ctx, const void *src, uint64_t byt
         return LWO_SUCCESS;
     }
     if (borrow) {
-        long ps = sysconf(_SC_PAGESIZE);
+        uint64_t ps = lwo__page_size();
         uintptr_t a = (uintptr_t)src, base = a / (uintptr_t)ps * (uintptr_t)ps, end = (a + (uintptr_t)bytes + (uintptr_t)ps - 1) / (uintptr_t)ps * (uintptr_t)ps;
         lwo__CUresult rc = ctx->cu.cuMemHostRegister((void *)base, (size_t)(end - base), 0x08 /* CU_MEMHOSTREGISTER_READ_ONLY */);
         h->ptr = (void *)src;
@@ -3979,22 +4710,19 @@ LWO_DEF const char *lwo_last_error(const lwo_context *ctx) {
 /* All defaults are resolved here, once; the rest of the code never tests for zero. */
 static lwo_result lwo__desc_defaults(lwo_context *ctx, const lwo_desc *in) {
     char buf[4096];
-    const char *env;
     ctx->desc = *in;
     if (ctx->desc.log_level == 0) ctx->desc.log_level = LWO_LOG_WARN;
-    ctx->driver_path = lwo__strdup(in->driver_path ? in->driver_path : "libcuda.so.1");
+    ctx->driver_path = lwo__strdup(in->driver_path ? in->driver_path : LWO__DRIVER_DEFAULT);
     ctx->nvrtc_path = in->nvrtc_path ? lwo__strdup(in->nvrtc_path) : NULL;
     buf[0] = 0;
     if (in->cache_dir) snprintf(buf, sizeof buf, "%s", in->cache_dir);
-    else if ((env = getenv("LWO_CACHE_DIR")) != NULL && *env) snprintf(buf, sizeof buf, "%s", env);
-    else if ((env = getenv("XDG_CACHE_HOME")) != NULL && *env) snprintf(buf, sizeof buf, "%s/lwo", env);
-    else if ((env = getenv("HOME")) != NULL && *env) snprintf(buf, sizeof buf, "%s/.cache/lwo", env);
+    else if (!lwo__env("LWO_CACHE_DIR", buf, sizeof buf) && !lwo__default_cache_dir(buf, sizeof buf)) buf[0] = 0;
     ctx->cache_dir = (buf[0] && strcmp(buf, "-") != 0) ? lwo__strdup(buf) : NULL;
     if (!ctx->driver_path || (in->nvrtc_path && !ctx->nvrtc_path) || (buf[0] && strcmp(buf, "-") && !ctx->cache_dir))
         return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     if (ctx->desc.pinned_cap == 0) {
-        long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
-        ctx->desc.pinned_cap = (pages > 0 && psize > 0) ? (uint64_t)pages * (uint64_t)psize / 2 : (uint64_t)8 << 30;
+        uint64_t ram = lwo__phys_ram();
+        ctx->desc.pinned_cap = ram ? ram / 2 : (uint64_t)8 << 30;
     }
     ctx->desc.driver_path = ctx->driver_path;
     ctx->desc.nvrtc_path = ctx->nvrtc_path;
@@ -5585,31 +6313,14 @@ LWO_DEF void lwo_graph_destroy(lwo_context *ctx, lwo_graph *g) {
 /* Reader: map, then parse the header against its fixed schema with explicit lengths (bounds are
    checked by subtraction, never by adding to a pointer). Strings decode into one pool per file: a
    decoded string plus its NUL is never longer than its JSON form with quotes, so a pool of the
-   header's size cannot overflow. Uses only the C library and POSIX open/fstat/mmap/write/fsync
-   (declared by glibc even under -std=c99). */
-#ifndef LWO_MALLOC
-#include <stdlib.h>
-#define LWO_MALLOC(sz) malloc(sz)
-#define LWO_FREE(p) free(p)
-#define LWO_REALLOC(p,sz) realloc(p,sz)
-#endif
-#include <stdlib.h>
-#include <stdio.h>
-#include <string.h>
-#include <stdarg.h>
-#include <math.h>
-#include <errno.h>
-#include <sys/types.h>
-#include <sys/stat.h>
-#include <sys/mman.h>
-#include <fcntl.h>
-#include <unistd.h>
+   header's size cannot overflow. Uses only the C library and the platform section's file calls
+   (lwo__map_file, lwo__wfile_*). */
 
 typedef struct lwo__st_shard {
     char *path;                 /* a copy, for messages */
     const uint8_t *base;
     uint64_t size;
-    int mapped;                 /* 1: munmap at close */
+    int mapped;                 /* 1: lwo__unmap_file at close */
     uint64_t data_start;        /* 8 + header length */
     char *pool;                 /* decoded strings of this file's header */
 } lwo__st_shard;
@@ -6289,7 +7000,7 @@ LWO_API void lwo_safetensors_close(lwo_safetensors *f) {
     if (!f) return;
     for (i = 0; i < f->shard_count; i++) {
         lwo__st_shard *sh = &f->shards[i];
-        if (sh->mapped && sh->size) munmap((void *)(uintptr_t)sh->base, (size_t)sh->size);
+        if (sh->mapped) lwo__unmap_file(sh->base, sh->size);
         LWO_FREE(sh->pool);
         LWO_FREE(sh->path);
     }
@@ -6300,40 +7011,10 @@ LWO_API void lwo_safetensors_close(lwo_safetensors *f) {
     LWO_FREE(f);
 }
 
-/* What a file that is not a regular one is, for the message. */
-static const char *lwo__st_file_kind(mode_t m) {
-    if (S_ISDIR(m)) return "a directory";
-    if (S_ISFIFO(m)) return "a FIFO";
-    if (S_ISCHR(m)) return "a character device";
-    if (S_ISBLK(m)) return "a block device";
-    if (S_ISSOCK(m)) return "a socket";
-    return "not a regular file";
-}
-/* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever. fstat on the
-   descriptor (not stat on the path, which could change in between) then admits regular files
-   only, so O_NONBLOCK never affects a read. */
 static lwo_result lwo__st_map(lwo_safetensors *f, lwo__st_shard *sh, const char *path) {
-    struct stat st;
-    void *m;
-    int fd = open(path, O_RDONLY | O_NONBLOCK);
-    if (fd < 0) { lwo__st_fail(f, "%s: cannot open: %s", path, strerror(errno)); return LWO_ERROR_IO; }
-    if (fstat(fd, &st) != 0) { lwo__st_fail(f, "%s: cannot stat: %s", path, strerror(errno)); close(fd); return LWO_ERROR_IO; }
-    if (!S_ISREG(st.st_mode)) {
-        lwo__st_fail(f, "%s: is %s; lwo_safetensors_open maps regular files only", path, lwo__st_file_kind(st.st_mode));
-        close(fd);
-        return LWO_ERROR_IO;
-    }
-    if (st.st_size < 0 || (uint64_t)st.st_size > (uint64_t)((size_t)-1)) {
-        lwo__st_fail(f, "%s: file too large to map", path); close(fd); return LWO_ERROR_IO;
-    }
-    sh->size = (uint64_t)st.st_size;
-    if (sh->size == 0) { close(fd); sh->base = (const uint8_t *)""; return LWO_SUCCESS; }
-    m = mmap(NULL, (size_t)sh->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) { lwo__st_fail(f, "%s: cannot map: %s", path, strerror(errno)); sh->size = 0; return LWO_ERROR_IO; }
-    sh->base = (const uint8_t *)m;
-    sh->mapped = 1;
-    return LWO_SUCCESS;
+    lwo_result r = lwo__map_file(path, &sh->base, &sh->size, f->error, sizeof f->error);
+    sh->mapped = r == LWO_SUCCESS && sh->size != 0;
+    return r;
 }
 
 LWO_API lwo_result lwo_safetensors_open_many(const char *const *paths, size_t count, lwo_safetensors **out) {
@@ -6623,18 +7304,6 @@ static void lwo__st_put_u64(lwo__st_buf *b, uint64_t v) {
     snprintf(t, sizeof t, "%llu", (unsigned long long)v);
     lwo__st_puts(b, t);
 }
-static int lwo__st_write_all(int fd, const void *data, uint64_t n) {
-    const char *p = (const char *)data;
-    while (n) {
-        size_t chunk = n > (uint64_t)(1u << 30) ? (size_t)(1u << 30) : (size_t)n;
-        ssize_t w = write(fd, p, chunk);
-        if (w < 0) { if (errno == EINTR) continue; return 0; }
-        if (w == 0) { errno = EIO; return 0; }
-        p += w;
-        n -= (uint64_t)w;
-    }
-    return 1;
-}
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((format(printf, 3, 4)))
 #endif
@@ -6665,11 +7334,12 @@ LWO_API lwo_result lwo_safetensors_write(const char *path, const lwo_st_write_te
     const lwo_st_write_tensor **order = NULL;
     lwo__st_kv *keys = NULL;   /* the metadata sorted by key, each with its value */
     lwo__st_buf h;
-    char *tmp = NULL;
+    lwo__wfile wf;
+    char why[768];
     size_t i, pad;
     uint64_t off = 0, hl;
     uint8_t len8[8];
-    int fd = -1;
+    int ok;
     lwo_result r = LWO_ERROR_INVALID_ARGUMENT;
     memset(&h, 0, sizeof h);
     if (err && err_size) err[0] = 0;
@@ -6775,31 +7445,16 @@ LWO_API lwo_result lwo_safetensors_write(const char *path, const lwo_st_write_te
     hl = h.n;
     for (i = 0; i < 8; i++) len8[i] = (uint8_t)(hl >> (8 * i));
 
-    {
-        size_t pl = strlen(path), tl = pl + 32;
-        tmp = (char *)LWO_MALLOC(tl);
-        if (!tmp) { r = LWO_ERROR_OUT_OF_HOST_MEMORY; lwo__st_werr(err, err_size, "out of host memory"); goto done; }
-        snprintf(tmp, tl, "%s.tmp.%ld", path, (long)getpid());
-    }
     r = LWO_ERROR_IO;
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) { lwo__st_werr(err, err_size, "%s: cannot create: %s", tmp, strerror(errno)); goto done; }
-    if (!lwo__st_write_all(fd, len8, 8) || !lwo__st_write_all(fd, h.p, h.n)) goto werr;
-    for (i = 0; i < count; i++)
-        if (order[i]->bytes && !lwo__st_write_all(fd, order[i]->data, order[i]->bytes)) goto werr;
-    if (fsync(fd) != 0) goto werr;
-    if (close(fd) != 0) { fd = -1; goto werr; }
-    fd = -1;
-    if (rename(tmp, path) != 0) { lwo__st_werr(err, err_size, "rename %s -> %s: %s", tmp, path, strerror(errno)); goto done; }
-    LWO_FREE(tmp);
-    tmp = NULL;
+    if (!lwo__wfile_open(&wf, path, why, sizeof why)) { lwo__st_werr(err, err_size, "%s", why); goto done; }
+    ok = lwo__wfile_write(&wf, len8, 8, why, sizeof why) && lwo__wfile_write(&wf, h.p, h.n, why, sizeof why);
+    for (i = 0; ok && i < count; i++)
+        if (order[i]->bytes) ok = lwo__wfile_write(&wf, order[i]->data, order[i]->bytes, why, sizeof why);
+    if (!ok) lwo__wfile_abort(&wf);
+    else ok = lwo__wfile_commit(&wf, 1, why, sizeof why);   /* fsync, close, rename over path */
+    if (!ok) { lwo__st_werr(err, err_size, "%s", why); goto done; }
     r = LWO_SUCCESS;
-    goto done;
-werr:
-    lwo__st_werr(err, err_size, "%s: write failed: %s", tmp, strerror(errno));
 done:
-    if (fd >= 0) close(fd);
-    if (tmp) { if (r == LWO_ERROR_IO) unlink(tmp); LWO_FREE(tmp); }
     LWO_FREE(h.p);
     LWO_FREE(order);
     LWO_FREE(keys);

@@ -136,11 +136,21 @@ static inline void dit_noise(uint64_t seed, uint64_t n, float *out) {
     }
 }
 
+#ifdef _WIN32
+#include <windows.h>
+static inline double dit_now_s(void) {
+    LARGE_INTEGER t, f;
+    QueryPerformanceCounter(&t);
+    QueryPerformanceFrequency(&f);
+    return (double)t.QuadPart / (double)f.QuadPart;
+}
+#else
 static inline double dit_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
+#endif
 
 /* Progress on stderr: "[#####-----]  12/20 steps   45.3 steps/s" */
 static inline void dit_progress(const char *what, int done, int total, double elapsed_s) {

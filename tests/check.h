@@ -31,6 +31,82 @@ static inline void check_seed(const char *prog) {
     printf("%s: seed %llu (set LWO_TEST_SEED to repeat)\n", prog, (unsigned long long)s);
 }
 
+/* The few OS calls the tests make themselves, for POSIX and Windows (lwo.h keeps its own in its
+   platform section): environment variables and a temporary folder. */
+#ifdef _WIN32
+#include <windows.h>
+#include <direct.h>
+#include <io.h>
+#ifndef F_OK
+#define F_OK 0
+#endif
+#ifndef R_OK
+#define R_OK 4
+#endif
+/* Both copies of the environment: the process's (what lwo reads, as UTF-16) and the C runtime's
+   (what getenv reads). */
+static inline void check_setenv(const char *name, const char *value) {
+    wchar_t wn[256], wv[2048];
+    char kv[2400];
+    if (!MultiByteToWideChar(CP_UTF8, 0, name, -1, wn, 256) || !MultiByteToWideChar(CP_UTF8, 0, value, -1, wv, 2048)) return;
+    snprintf(kv, sizeof kv, "%s=%s", name, value);
+    _putenv(kv);                    /* first: it sets the process's copy too, from the ANSI text */
+    SetEnvironmentVariableW(wn, wv);
+}
+static inline void check_unsetenv(const char *name) {
+    wchar_t wn[256];
+    char kv[300];
+    if (!MultiByteToWideChar(CP_UTF8, 0, name, -1, wn, 256)) return;
+    snprintf(kv, sizeof kv, "%s=", name);
+    _putenv(kv);
+    SetEnvironmentVariableW(wn, NULL);
+}
+static inline int check_mkdir(const char *path) { return _mkdir(path); }
+static inline unsigned long check_pid(void) { return (unsigned long)GetCurrentProcessId(); }
+#else
+#include <sys/stat.h>
+#include <unistd.h>
+static inline void check_setenv(const char *name, const char *value) { setenv(name, value, 1); }
+static inline void check_unsetenv(const char *name) { unsetenv(name); }
+static inline int check_mkdir(const char *path) { return mkdir(path, 0700); }
+static inline unsigned long check_pid(void) { return (unsigned long)getpid(); }
+#endif
+/* A fresh folder for this process's files: $TMPDIR (or %TEMP%), else /tmp, + "/<prog>-<pid>". */
+static inline int check_tmpdir(char *buf, size_t cap, const char *prog) {
+    const char *t = getenv("TMPDIR");
+    if (!t || !*t) t = getenv("TEMP");
+    if (!t || !*t) t = "/tmp";
+    snprintf(buf, cap, "%s/%s-%lu", t, prog, check_pid());
+    if (check_mkdir(buf) != 0) { printf("cannot create %s\n", buf); return 0; }
+    return 1;
+}
+
+#ifdef LWO_IMPLEMENTATION_DONE
+/* rm -rf through lwo's own platform calls (the tests include the implementation). */
+static inline void check_rmtree(const char *path) {
+    lwo__dir d;
+    const char *name;
+    char sub[4096];
+    if (lwo__remove_file(path)) return;
+    if (lwo__dir_open(&d, path)) {
+        while ((name = lwo__dir_next(&d)) != NULL) {
+            if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
+            if ((size_t)snprintf(sub, sizeof sub, "%s/%s", path, name) < sizeof sub) check_rmtree(sub);
+        }
+        lwo__dir_close(&d);
+    }
+#ifdef _WIN32
+    {
+        wchar_t *w = lwo__widen(path);
+        if (w) RemoveDirectoryW(w);
+        LWO_FREE(w);
+    }
+#else
+    rmdir(path);
+#endif
+}
+#endif
+
 #ifdef LWO_H
 /* A tensor entry for lwo_safetensors_write (the safetensors tests write their own checkpoints). */
 static inline lwo_st_write_tensor check_st_tensor(const char *name, lwo_st_dtype dt, int ndim, const uint64_t *shape, const void *data) {

@@ -295,12 +295,11 @@ static int log_calls;
 static void count_log(void *user, lwo_log_level level, const char *msg) { (void)user; (void)level; (void)msg; log_calls++; }
 
 static void test_create_without_gpu(void) {
-    lwo_context *ctx = NULL, *other = NULL;
+    lwo_context *ctx = NULL;
     lwo_desc d;
     lwo_result r;
     lwo_tensor *t = NULL;
     uint64_t shape[2] = { 4, 4 };
-    int i;
     memset(&d, 0, sizeof d);
     d.log = count_log;
     d.driver_path = "/nonexistent/libcuda.so.1";
@@ -317,15 +316,21 @@ static void test_create_without_gpu(void) {
     lwo_destroy(ctx);
     lwo_destroy(NULL);
 
-    /* the default driver path: libcuda.so.1 is absent here, or a stub is found */
+    /* the default driver path: libcuda.so.1 (nvcuda.dll) is absent here, or a stub is found */
     r = lwo_create(NULL, &ctx);
     CHECK(r == LWO_ERROR_NO_DRIVER || r == LWO_ERROR_STUB_DRIVER || r == LWO_ERROR_NO_DEVICE, "no GPU here: %s (%s)", lwo_result_string(r), lwo_last_error(ctx));
     CHECK(strlen(lwo_last_error(ctx)) > 20, "a readable message");
+    if (r == LWO_ERROR_NO_DRIVER) CHECK(strstr(lwo_last_error(ctx), "'" LWO__DRIVER_DEFAULT "'") != NULL, "the message names the driver: %s", lwo_last_error(ctx));
+    printf("lwo_create with the default driver: %s: %s\n", lwo_result_string(r), lwo_last_error(ctx));
     lwo_destroy(ctx);
 
-    /* the toolkit's stub library, if this machine has one, is recognised as such */
+#ifndef _WIN32
+    /* the toolkit's stub library, if this machine has one, is recognised as such (Linux: the
+       Windows toolkit has no stub DLL, only an import library) */
     {
         const char *stubs[] = { "/usr/local/cuda/lib64/stubs/libcuda.so", "/usr/local/cuda/targets/x86_64-linux/lib/stubs/libcuda.so" };
+        lwo_context *other = NULL;
+        int i;
         for (i = 0; i < 2; i++) {
             if (access(stubs[i], R_OK) != 0) continue;
             d.driver_path = stubs[i];
@@ -337,6 +342,7 @@ static void test_create_without_gpu(void) {
             break;
         }
     }
+#endif
     CHECK_EQ_INT(lwo_create(NULL, NULL), LWO_ERROR_INVALID_ARGUMENT);
 }
 
@@ -362,17 +368,30 @@ static void test_desc_defaults(void) {
     lwo_desc d;
     memset(&d, 0, sizeof d);
     memset(&ctx, 0, sizeof ctx);
-    setenv("LWO_CACHE_DIR", "/tmp/lwo-test-cache", 1);
+    check_setenv("LWO_CACHE_DIR", "/tmp/lwo-test-cache");
     CHECK_EQ_INT(lwo__desc_defaults(&ctx, &d), LWO_SUCCESS);
     CHECK(ctx.cache_dir && strcmp(ctx.cache_dir, "/tmp/lwo-test-cache") == 0, "LWO_CACHE_DIR is used");
-    CHECK(strcmp(ctx.driver_path, "libcuda.so.1") == 0, "the default driver is libcuda.so.1, never the dev symlink");
+    CHECK(strcmp(ctx.driver_path, LWO__DRIVER_DEFAULT) == 0, "the default driver is " LWO__DRIVER_DEFAULT " (on Linux libcuda.so.1, never the dev symlink)");
+#ifdef _WIN32
+    CHECK(strcmp(ctx.driver_path, "nvcuda.dll") == 0, "%s", ctx.driver_path);
+#else
+    CHECK(strcmp(ctx.driver_path, "libcuda.so.1") == 0, "%s", ctx.driver_path);
+#endif
     CHECK(ctx.desc.log_level == LWO_LOG_WARN, "default log level");
     free(ctx.cache_dir); free(ctx.driver_path);
-    unsetenv("LWO_CACHE_DIR");
-    setenv("XDG_CACHE_HOME", "/tmp/xdg", 1);
+    check_unsetenv("LWO_CACHE_DIR");
+#ifdef _WIN32
+    /* a user name in UTF-8 that the ANSI code page cannot spell: lwo reads the variable as UTF-16 */
+    check_setenv("LOCALAPPDATA", "C:\\Users\\\xe7\x94\xa8\xe6\x88\xb7\\AppData\\Local");
+    memset(&ctx, 0, sizeof ctx);
+    lwo__desc_defaults(&ctx, &d);
+    CHECK(ctx.cache_dir && strcmp(ctx.cache_dir, "C:\\Users\\\xe7\x94\xa8\xe6\x88\xb7\\AppData\\Local\\lwo") == 0, "%%LOCALAPPDATA%%\\lwo: %s", ctx.cache_dir);
+#else
+    check_setenv("XDG_CACHE_HOME", "/tmp/xdg");
     memset(&ctx, 0, sizeof ctx);
     lwo__desc_defaults(&ctx, &d);
     CHECK(ctx.cache_dir && strcmp(ctx.cache_dir, "/tmp/xdg/lwo") == 0, "XDG_CACHE_HOME/lwo");
+#endif
     free(ctx.cache_dir); free(ctx.driver_path);
     d.cache_dir = "-";
     memset(&ctx, 0, sizeof ctx);

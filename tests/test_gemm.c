@@ -354,7 +354,7 @@ static void test_validation(void) {
     d.rows = (uint64_t)1 << 40; d.cols = (uint64_t)1 << 30; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_ERROR_INVALID_ARGUMENT);
     /* the prep options: W8A8 formats with float data, a real permutation, a block of 2..256 */
     {
-        int32_t perm[4] = { 2, 0, 3, 1 }, dup[4] = { 2, 0, 2, 1 }, far[4] = { 2, 0, 4, 1 }, neg[4] = { 2, -1, 3, 1 };
+        int32_t perm[4] = { 2, 0, 3, 1 }, dup[4] = { 2, 0, 2, 1 }, beyond[4] = { 2, 0, 4, 1 }, neg[4] = { 2, -1, 3, 1 };
         static const int bad_blocks[] = { 1, 3, 6, 100, 512, -2, -256 };
         size_t i;
         d.rows = 3; d.cols = 4; d.bias = NULL; d.data_dtype = LWO_DTYPE_F32; d.format = LWO_FORMAT_INT8;
@@ -365,7 +365,7 @@ static void test_validation(void) {
         d.smooth = NULL; d.data_dtype = LWO_DTYPE_F32;
         d.perm = dup; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_ERROR_INVALID_ARGUMENT);
         CHECK(strstr(lwo_last_error(ctx), "desc.perm[2] = 2 repeats desc.perm[0]") != NULL, "detail: %s", lwo_last_error(ctx));
-        d.perm = far; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_ERROR_INVALID_ARGUMENT);
+        d.perm = beyond; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_ERROR_INVALID_ARGUMENT);
         CHECK(strstr(lwo_last_error(ctx), "desc.perm[2] is 4") != NULL && strstr(lwo_last_error(ctx), "permutation of 0..3") != NULL, "detail: %s", lwo_last_error(ctx));
         d.perm = neg; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_ERROR_INVALID_ARGUMENT);
         CHECK(strstr(lwo_last_error(ctx), "desc.perm[1] is -1") != NULL, "detail: %s", lwo_last_error(ctx));
