@@ -1690,8 +1690,8 @@ static lwo_result lwo__map_file(const char *path, const uint8_t **base, uint64_t
     if (fstat(fd, &st) != 0) { snprintf(err, cap, "%s: cannot stat: %s", path, lwo__sys_error(why, sizeof why)); close(fd); return LWO_ERROR_IO; }
     if (!S_ISREG(st.st_mode)) {
         const char *kind = S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) ? "a character device"
-                         : S_ISBLK(st.st_mode) ? "a block device" : S_ISSOCK(st.st_mode) ? "a socket" : "not a regular file";
-        snprintf(err, cap, "%s: is %s; lwo maps regular files only", path, kind);
+                         : S_ISBLK(st.st_mode) ? "a block device" : S_ISSOCK(st.st_mode) ? "a socket" : "something else";
+        snprintf(err, cap, "%s: is %s, not a regular file (lwo maps regular files only)", path, kind);
         close(fd);
         return LWO_ERROR_IO;
     }
@@ -5084,12 +5084,14 @@ typedef struct lwo__plan_pick {
     uint64_t slot, streamed;
     int slots;
     double score, ms, wait, graph_ms;
+    double least;          /* the best score seen: a tie is judged against it, so ties cannot drift */
 } lwo__plan_pick;
 
 /* The timed search: for each slot size (a distinct weight size), ring depth and starting credit,
    the densest streaming whose resident weights fit the room the ring leaves, the room still free
    then given to the largest streamed weights that fit; each candidate is played through the model
-   and replaces *best when it scores better (by 0.2%, or ties it streaming fewer bytes). Each is
+   and replaces *best when it scores better (by 0.2%, or ties the best seen, within 0.2%, streaming
+   fewer bytes). Each is
    timed as it would be made, its slots widened by the room left. */
 static int lwo__plan_timed(lwo__plan_model *m, uint64_t room, int max_slots, lwo__plan_pick *best) {
     static const int depth[] = { 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64 };
@@ -5138,7 +5140,8 @@ static int lwo__plan_timed(lwo__plan_model *m, uint64_t room, int max_slots, lwo
                 if (!streamed) continue;   /* all resident is the untimed plan's case */
                 slot = lwo__plan_widen(m->sizes, m->n, cand, room, slot0, slots);
                 score = lwo__plan_score(m, cand, slot, slots, &ms, &wait, &graph_ms);
-                if (score < best->score * 0.998 || (score <= best->score * 1.002 && streamed < best->streamed)) {
+                if (score < best->least) best->least = score;
+                if (score < best->score * 0.998 || (score <= best->least * 1.002 && streamed < best->streamed)) {
                     memcpy(best->resident, cand, m->n);
                     best->slot = slot; best->slots = slots; best->streamed = streamed;
                     best->score = score; best->ms = ms; best->wait = wait; best->graph_ms = graph_ms;
@@ -5266,6 +5269,7 @@ LWO_DEF lwo_result lwo_plan_make(const lwo_plan_desc *desc, lwo_plan *out, char 
         m.order = desc->use_order ? desc->use_order : idx;
         pick.resident = best; pick.slot = best_slot; pick.slots = best_slots; pick.streamed = best_stream;
         pick.score = lwo__plan_score(&m, best, best_slot, best_slots, &pick.ms, &pick.wait, &pick.graph_ms);
+        pick.least = pick.score;
         if (!lwo__plan_timed(&m, desc->budget - desc->workspace, max_slots, &pick)) {
             LWO_FREE(scratch); LWO_FREE(sizes); LWO_FREE(order); LWO_FREE(flags); LWO_FREE(best); return LWO_ERROR_OUT_OF_HOST_MEMORY;
         }
