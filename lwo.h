@@ -85,7 +85,7 @@
 extern "C" {
 #endif
 
-/* ==== Public API: results ==================================================================== */
+/* ==== Public API 0. Core: results, errors, logging ============================================ */
 typedef enum lwo_result {
     LWO_SUCCESS = 0,
     LWO_ERROR_INVALID_ARGUMENT,  /* a NULL, zero, overflowing or mismatched argument; the detail names it */
@@ -105,10 +105,53 @@ typedef enum lwo_result {
     LWO_ERROR_CUDA,              /* any other driver error; the detail names the call and code */
     LWO_RESULT_COUNT
 } lwo_result;
+LWO_API const char *lwo_result_string(lwo_result r);   /* "LWO_ERROR_OUT_OF_BUDGET", ... */
 
-LWO_API const char *lwo_result_string(lwo_result r);
+/* Every object lwo hands out is opaque and owned by its context (or, for checkpoints, by itself). */
+typedef struct lwo_context lwo_context;
+typedef struct lwo_tensor lwo_tensor;
+typedef struct lwo_stream lwo_stream;
+typedef struct lwo_event lwo_event;
+typedef struct lwo_module lwo_module;
+typedef struct lwo_weight lwo_weight;
+typedef struct lwo_graph lwo_graph;
 
-/* ==== Public API: data types ================================================================= */
+/* One error channel per object: a context's last failure is lwo_last_error(ctx), a checkpoint's is
+   lwo_safetensors_last_error(f); calls without an object (lwo_plan_create, lwo_safetensors_write,
+   lwo_safetensors_convert) write theirs into an `error` field of the struct they fill. */
+LWO_API const char *lwo_last_error(const lwo_context *ctx);   /* "" if none; valid until the next call */
+
+typedef enum lwo_log_level { LWO_LOG_ERROR = 0, LWO_LOG_WARN, LWO_LOG_INFO, LWO_LOG_DEBUG } lwo_log_level;
+typedef void (*lwo_log_fn)(void *user, lwo_log_level level, const char *message);
+
+/* ==== Public API 4. Modules: your own kernels ================================================ */
+/* Compile CUDA C source (no toolkit #includes available) for this device through the same NVRTC
+   path and cubin cache lwo uses for its own kernels. `name` labels the NVRTC log; `options` is an
+   optional NULL-terminated list of extra NVRTC options (part of the cache key). */
+LWO_API lwo_result lwo_module_create(lwo_context *ctx, const char *source, const char *name,
+                                     const char *const *options, lwo_module **out);
+LWO_API void lwo_module_destroy(lwo_context *ctx, lwo_module *m);
+/* Launch extern "C" __global__ `kernel` of `module`; args as for cuLaunchKernel (an array of
+   pointers to each argument). Functions are looked up once and remembered. */
+typedef struct lwo_launch_desc {
+    lwo_stream *stream;        /* NULL = the context's compute stream */
+    lwo_module *module;        /* required */
+    const char *kernel;        /* required: the extern "C" name */
+    unsigned grid[3];          /* each 0 = 1 */
+    unsigned block[3];         /* each 0 = 1 */
+    unsigned shared_bytes;     /* dynamic shared memory; past 48 KiB the limit is raised for it */
+    void **args;
+} lwo_launch_desc;
+LWO_API lwo_result lwo_launch(lwo_context *ctx, const lwo_launch_desc *desc);
+
+/* ==== Public API 5. Memory: pinned host memory =============================================== */
+/* Pinned (page-locked) host memory, for transfers that overlap compute. Freed by lwo_host_free or
+   lwo_destroy. The device arena itself is lwo_desc.vram_budget; its use is lwo_context_info.memory. */
+LWO_API lwo_result lwo_host_alloc(lwo_context *ctx, uint64_t bytes, void **out);
+LWO_API void lwo_host_free(lwo_context *ctx, void *p);
+
+/* ==== Public API 6. Tensors, streams, events ================================================= */
+/* One element type for everything lwo reads or writes: device tensors, host data, checkpoints. */
 typedef enum lwo_dtype {
     LWO_DTYPE_INVALID = 0,
     LWO_DTYPE_F32,
@@ -119,22 +162,743 @@ typedef enum lwo_dtype {
     LWO_DTYPE_I8,
     LWO_DTYPE_U8,
     LWO_DTYPE_I32,
+    LWO_DTYPE_F64,       /* the rest only in checkpoints: lwo reads them, its kernels do not */
+    LWO_DTYPE_I64,
+    LWO_DTYPE_I16,
+    LWO_DTYPE_BOOL,      /* one byte per element */
     LWO_DTYPE_COUNT
 } lwo_dtype;
-
 LWO_API size_t lwo_dtype_size(lwo_dtype t);       /* bytes per element, 0 for an invalid dtype */
-LWO_API const char *lwo_dtype_name(lwo_dtype t);  /* "bf16", "f8_e4m3", ... */
+LWO_API const char *lwo_dtype_name(lwo_dtype t);  /* "bf16", "f8_e4m3", ...; "invalid" otherwise */
 
-/* ==== Public API: context ==================================================================== */
-typedef struct lwo_context lwo_context;
-typedef struct lwo_tensor lwo_tensor;
-typedef struct lwo_stream lwo_stream;
-typedef struct lwo_event lwo_event;
-typedef struct lwo_module lwo_module;
+#define LWO_MAX_DIMS 4
+/* A dense, row-major device tensor. Created ones live in the context's arena (256-byte aligned);
+   wrapped ones point at memory the caller owns (or at part of another tensor). */
+LWO_API lwo_result lwo_tensor_create(lwo_context *ctx, lwo_dtype dtype, int ndim, const uint64_t *shape,
+                                     lwo_tensor **out);
+LWO_API lwo_result lwo_tensor_wrap(lwo_context *ctx, uint64_t device_ptr, lwo_dtype dtype, int ndim,
+                                   const uint64_t *shape, lwo_tensor **out);
+LWO_API void lwo_tensor_destroy(lwo_context *ctx, lwo_tensor *t);
+LWO_API uint64_t lwo_tensor_device_ptr(const lwo_tensor *t);  /* CUdeviceptr, for own kernels */
+LWO_API lwo_dtype lwo_tensor_dtype(const lwo_tensor *t);
+LWO_API int lwo_tensor_ndim(const lwo_tensor *t);
+LWO_API uint64_t lwo_tensor_dim(const lwo_tensor *t, int i);
+LWO_API uint64_t lwo_tensor_numel(const lwo_tensor *t);
+LWO_API uint64_t lwo_tensor_bytes(const lwo_tensor *t);
+/* Copies between host memory and a tensor, ordered on `stream` (NULL = the compute stream).
+   The plain forms return when the copy is done; the _async forms need pinned host memory to overlap. */
+LWO_API lwo_result lwo_tensor_upload(lwo_context *ctx, lwo_tensor *dst, const void *src, uint64_t bytes);
+LWO_API lwo_result lwo_tensor_download(lwo_context *ctx, const lwo_tensor *src, void *dst, uint64_t bytes);
+LWO_API lwo_result lwo_tensor_upload_async(lwo_context *ctx, lwo_stream *s, lwo_tensor *dst, const void *src, uint64_t bytes);
+LWO_API lwo_result lwo_tensor_download_async(lwo_context *ctx, lwo_stream *s, const lwo_tensor *src, void *dst, uint64_t bytes);
+LWO_API lwo_result lwo_tensor_fill_bytes(lwo_context *ctx, lwo_stream *s, lwo_tensor *t, uint8_t value);
 
-typedef enum lwo_log_level { LWO_LOG_ERROR = 0, LWO_LOG_WARN, LWO_LOG_INFO, LWO_LOG_DEBUG } lwo_log_level;
-typedef void (*lwo_log_fn)(void *user, lwo_log_level level, const char *message);
+/* NULL as a stream argument anywhere means the context's compute stream. */
+LWO_API lwo_result lwo_stream_create(lwo_context *ctx, lwo_stream **out);
+LWO_API void lwo_stream_destroy(lwo_context *ctx, lwo_stream *s);
+LWO_API lwo_result lwo_stream_synchronize(lwo_context *ctx, lwo_stream *s);
+LWO_API void *lwo_stream_handle(lwo_context *ctx, lwo_stream *s);  /* the CUstream */
+LWO_API lwo_result lwo_event_create(lwo_context *ctx, lwo_event **out);
+LWO_API void lwo_event_destroy(lwo_context *ctx, lwo_event *e);
+LWO_API lwo_result lwo_event_record(lwo_context *ctx, lwo_event *e, lwo_stream *s);
+LWO_API lwo_result lwo_stream_wait_event(lwo_context *ctx, lwo_stream *s, lwo_event *e); /* GPU-side wait */
+LWO_API lwo_result lwo_event_synchronize(lwo_context *ctx, lwo_event *e);
+LWO_API lwo_result lwo_event_elapsed_ms(lwo_context *ctx, lwo_event *start, lwo_event *end, float *ms);
 
+/* ==== Public API 7. Kernels: convert, quantize, and their CPU references ===================== */
+/* dst = src * scale, elementwise, any shapes with equal element counts.
+   src: f8_e4m3, f8_e5m2, bf16, f16, f32.  dst: bf16, f16, f32 (round to nearest even).
+   NaN stays NaN. lwo_quantize makes fp8. */
+LWO_API lwo_result lwo_convert(lwo_context *ctx, lwo_stream *s, const lwo_tensor *src, lwo_tensor *dst, float scale);
+
+/* Quantize src (f32, f16 or bf16) into dst, one of two ways:
+   per tensor (per_row 0): dst f8_e4m3 or f8_e5m2 with src's element count;
+     dst = sat(src * (1 / scale)), round to nearest even, saturating to +-448 (e4m3) / +-57344
+     (e5m2), NaN kept. `scales` is an f32 tensor of one element: with compute_scale it is written
+     first as absmax(src) / fp8_max (1.0 when src is all zero), else it is read.
+   per row (per_row 1, the W8A8 quantizers): src [rows, K] 2-D, dst i8 or f8_e4m3 [rows, Kq],
+     Kq >= K (columns past K written as 0), scales f32 [rows], always computed. With smooth (f32 [K])
+     v = src[r, k] / smooth[k], else v = src[r, k]; scales[r] = absmax(v) / qmax (127 for i8, 448
+     for e4m3; 1 for an all-zero row), q = code(v * (1 / scales[r])): i8 rounds to nearest even and
+     saturates to +-127 (NaN is 0), e4m3 as above. Per output channel of a weight, or per token of
+     activations: the same kernel. */
+typedef struct lwo_quantize_desc {
+    lwo_stream *stream;        /* NULL = the compute stream */
+    const lwo_tensor *src;     /* required */
+    lwo_tensor *dst;           /* required */
+    lwo_tensor *scales;        /* required: f32 [1] per tensor, [rows] per row */
+    int per_row;               /* 0 = one scale for the tensor; 1 = a scale per row */
+    int compute_scale;         /* per tensor: write the scale first (else read it). Per row: ignored */
+    const lwo_tensor *smooth;  /* per row only, optional: the divisor per column */
+} lwo_quantize_desc;
+LWO_API lwo_result lwo_quantize(lwo_context *ctx, const lwo_quantize_desc *desc);
+
+/* The CPU references: exactly the math of the kernels, element by element; the GPU tests compare
+   against them. No GPU or context needed. */
+LWO_API float lwo_ref_fp8_to_f32(uint8_t code, lwo_dtype fp8);      /* exact */
+LWO_API uint8_t lwo_ref_f32_to_fp8(float v, lwo_dtype fp8);         /* RNE, saturating, NaN kept */
+LWO_API float lwo_ref_bf16_to_f32(uint16_t h);
+LWO_API uint16_t lwo_ref_f32_to_bf16(float v);                      /* RNE, NaN kept (quiet) */
+LWO_API float lwo_ref_f16_to_f32(uint16_t h);
+LWO_API uint16_t lwo_ref_f32_to_f16(float v);                       /* RNE, overflow to inf */
+LWO_API float lwo_ref_load(const void *data, lwo_dtype t, uint64_t i); /* element i as f32 */
+LWO_API void lwo_ref_store(void *data, lwo_dtype t, uint64_t i, float v);
+/* lwo_convert's reference: dst[i] = src[i] * scale for i < n (src a float or fp8 dtype, dst a float one). */
+LWO_API lwo_result lwo_ref_convert(const void *src, lwo_dtype src_dtype, void *dst, lwo_dtype dst_dtype, uint64_t n, float scale);
+/* absmax / fp8_max with the kernels' conventions: 1 for an all-zero input, NaN if any input is NaN. */
+LWO_API float lwo_ref_fp8_scale(const void *src, lwo_dtype src_dtype, uint64_t n, lwo_dtype fp8);
+/* lwo_quantize's reference. Per tensor: rows x cols elements (rows 0 = 1) of src quantized with
+   `scale` (given, as lwo_ref_fp8_scale computes it) into dst (f8_e4m3/f8_e5m2). Per row: src
+   [rows, cols] into dst [rows, dst_cols] (i8 or f8_e4m3; dst_cols 0 = cols), the scales written to
+   `scales` [rows], smooth optional. */
+typedef struct lwo_ref_quantize_desc {
+    const void *src;           /* required */
+    lwo_dtype src_dtype;       /* f32, f16 or bf16 */
+    void *dst;                 /* required */
+    lwo_dtype dst_dtype;
+    uint64_t rows, cols;
+    uint64_t dst_cols;         /* per row: the stored row length, >= cols; 0 = cols */
+    int per_row;
+    float scale;               /* per tensor: the scale to divide by */
+    float *scales;             /* per row: out, [rows] */
+    const float *smooth;       /* per row: optional divisor per column [cols] */
+} lwo_ref_quantize_desc;
+LWO_API lwo_result lwo_ref_quantize(const lwo_ref_quantize_desc *desc);
+
+/* ==== Public API 8. GEMMs: the reference of every lwo_linear path ============================ */
+/* y[m,n] = epi(acc), acc = sum_k x[m,k] * w[n,k] with x, w as the GEMM sees them (x after
+   quantization, W as stored or upcast; row strides ldx, ldw elements, 0 = K). i8 x i8: exact integer
+   accumulation (the GPU's s32); every other pair: accumulation in double. Then in f32, in this
+   order: v = (float)acc; v *= x_scales[m] (if any); v *= w_scales[n] (if any); v += bias[n] (if
+   any); stored as y_dtype (RNE), y [M, N]. */
+typedef struct lwo_ref_linear_desc {
+    const void *x; lwo_dtype x_dtype; uint64_t ldx;
+    const void *w; lwo_dtype w_dtype; uint64_t ldw;
+    uint64_t M, N, K;
+    const float *x_scales, *w_scales, *bias;   /* each optional */
+    void *y; lwo_dtype y_dtype;
+} lwo_ref_linear_desc;
+LWO_API lwo_result lwo_ref_linear(const lwo_ref_linear_desc *desc);
+
+/* ==== Public API 9. Weights and residency ==================================================== */
+/* A weight: the matrix W [N = rows, K = cols] of y = x W^T + bias, stored on the device in one
+   format and consumed by lwo_linear. Owned by its context (lwo_weight_destroy or lwo_destroy).
+   One format enum for everything that says how a tensor is stored: weights, storage policies,
+   the CPU conversion of a checkpoint. */
+typedef enum lwo_format {
+    LWO_FORMAT_KEEP = 0,      /* as the data already is: bf16 -> BF16, f16 -> F16, f8_e4m3 -> FP8_E4M3,
+                                 f8_e5m2 -> FP8_E5M2, i8 -> INT8; f32 (and f64) -> BF16 for a weight,
+                                 F32 for a conversion */
+    LWO_FORMAT_BF16,          /* bf16 weight, tensor-core bf16 GEMM (x must be bf16) */
+    LWO_FORMAT_F16,           /* f16 weight, tensor-core f16 GEMM (x must be f16) */
+    LWO_FORMAT_FP8_E4M3,      /* e4m3 + per-tensor scale = absmax / 448; upcast to x's dtype per call */
+    LWO_FORMAT_FP8_E5M2,      /* e5m2 + per-tensor scale = absmax / 57344; as above */
+    LWO_FORMAT_INT8,          /* W8A8 int8: per-output-channel scales absmax / 127; x quantized per token per call */
+    LWO_FORMAT_FP8_E4M3_W8A8, /* W8A8 fp8 e4m3, per-output-channel scales, x per token (absmax/448); cc >= 8.9 */
+    LWO_FORMAT_F32,           /* conversions only (norms, biases): no weight is stored as f32 */
+    LWO_FORMAT_COUNT
+} lwo_format;
+LWO_API const char *lwo_format_name(lwo_format f);   /* "keep", "bf16", ..., "fp8_e4m3_w8a8", "f32" */
+
+/* Where a weight lives. RESIDENT: in the arena from creation on. AUTO: lwo_streaming_plan keeps it
+   resident if the budget allows, else it streams from its host home. STREAMED: always streams. */
+typedef enum lwo_placement { LWO_PLACE_RESIDENT = 0, LWO_PLACE_AUTO, LWO_PLACE_STREAMED } lwo_placement;
+
+/* W8A8 activation prep. Before x is quantized per token, and before W is quantized per output
+   channel at lwo_weight_create, both go through the same column transform, chosen so that
+   x' W'^T = x W^T in real arithmetic (perm, smooth and hadamard of lwo_weight_desc; each optional):
+     x'[m, :] = H (x[m, perm[j]] / smooth[perm[j]])_j      W'[n, :] = H (W[n, perm[j]] * smooth[perm[j]])_j
+   in this order: permute, smooth, rotate; j runs over the K = cols columns, and the row is zero
+   padded to kpad first. smooth is indexed by the original column, so a caller who adds a
+   permutation keeps its smoothing vector as it is. H is block-diagonal along K with blocks of b =
+   desc.hadamard positions, each the normalized Walsh-Hadamard matrix H_b[i][j] = (-1)^popcount(i & j)
+   * s_b, s_b the f32 nearest 1/sqrt(b) (exact for b = 4, 16, 64, 256): symmetric and orthogonal,
+   H H^T = I; with P the permutation (x P = x[:, perm]) and S = diag(smooth),
+   x' W'^T = (x S^-1 P H)(H^T P^T S W^T) = x W^T. When cols is not a multiple of b the
+   rotation runs over the zero padding too (the last block mixes real columns with padded zeros, and
+   the padded columns of x' and W' are no longer zero): kpad is cols rounded up to a multiple of 64
+   and of b. In f32, each block of the CPU references and the kernels alike is: butterfly stages
+   h = 1, 2, 4, .., b/2 in that order, positions (i, i + h) with i & h == 0 becoming
+   (v[i] + v[i+h], v[i] - v[i+h]), each sum rounded to f32; then every v[i] = v[i] * s_b (the same
+   sequence as lwo_ref_hadamard). Without perm the transform is the identity permutation, without
+   smooth the divisor 1, without hadamard H = I: with none of them, the math is lwo_quantize's plain
+   per-row quantizer. The rotation spreads an outlier channel over its block, so per-token scales
+   are set by typical values rather than by the outlier; the permutation lets a caller choose which
+   channels share a block (or keep outliers together). */
+
+/* Valid when zero-filled except for rows, cols and data. Host pointers are read during
+   lwo_weight_create only, except `data` with borrow_host. */
+typedef struct lwo_weight_desc {
+    uint64_t rows;            /* N, output features. Required. */
+    uint64_t cols;            /* K, input features. Required. */
+    const void *data;         /* host [rows, cols], row-major. Required. */
+    lwo_dtype data_dtype;     /* 0 = f32. f32/f16/bf16 (quantized by lwo on the GPU), or already
+                                 quantized: f8_e4m3/f8_e5m2 (with `scale`, for the fp8 formats),
+                                 i8 (with `row_scales`, LWO_FORMAT_INT8 only). */
+    lwo_format format;        /* 0 = LWO_FORMAT_KEEP: data_dtype's own format (f32 -> BF16) */
+    float scale;              /* pre-quantized fp8 data: the dequantization scale. 0 = 1. */
+    const float *row_scales;  /* pre-quantized i8 (required) or e4m3 W8A8 data: f32[rows] scales.
+                                 NULL for e4m3 W8A8 data = `scale` for every row. */
+    const void *bias;         /* optional host [rows]; stored as f32 */
+    lwo_dtype bias_dtype;     /* 0 = f32; f32/f16/bf16 */
+    const float *smooth;      /* optional f32[cols] > 0, W8A8 formats only: activations are divided
+                                 by it before quantization and W's columns multiplied by it (float
+                                 data; pre-quantized i8 / e4m3 data already holds W * smooth and is
+                                 stored as it is). Indexed by the original column (see above). */
+    const int32_t *perm;      /* optional int32[cols], W8A8 formats with f32/f16/bf16 data only: a
+                                 permutation of 0..cols-1 (each index once). The linear is computed on
+                                 x[:, perm] and W[:, perm], which gives the same y; it decides which
+                                 columns share a Hadamard block. Kept on the device (4 B per column). */
+    int hadamard;             /* W8A8 formats with f32/f16/bf16 data only: the Hadamard block size b,
+                                 a power of two from 2 to 256; 0 = no rotation. See above. */
+    lwo_placement placement;  /* 0 = LWO_PLACE_RESIDENT */
+    int borrow_host;          /* streamed weights only: keep `data` itself as the weight's host home
+                                 (registered with the driver read-only, no copy in RAM: a mapped
+                                 checkpoint). Needs data already in the stored format and layout:
+                                 data_dtype matching `format` and cols a multiple of 64. The memory
+                                 must outlive the weight. 0 = lwo keeps a pinned copy. */
+} lwo_weight_desc;
+
+/* Where a weight's stored bytes wait in host RAM while the GPU does not hold them. */
+typedef enum lwo_host_home {
+    LWO_HOME_NONE = 0,        /* a RESIDENT weight: no host copy is kept */
+    LWO_HOME_PINNED,          /* lwo's own pinned copy (counted against lwo_desc.pinned_cap) */
+    LWO_HOME_REGISTERED,      /* desc.borrow_host: the caller's memory itself (a mapped checkpoint),
+                                 registered with the driver read-only: zero copy, full bus speed */
+    LWO_HOME_PAGEABLE_COPY,   /* lwo's copy in pageable memory (pinning refused or past pinned_cap): slow */
+    LWO_HOME_BORROWED         /* desc.borrow_host, but the driver would not register it: slow, no graphs */
+} lwo_host_home;
+
+typedef struct lwo_weight_info {
+    uint64_t rows, cols, kpad;    /* kpad: the stored row length (cols rounded up to a multiple of 64
+                                     and of the Hadamard block) */
+    lwo_format format;            /* never KEEP: the format it was resolved to */
+    const lwo_tensor *data;       /* [rows, kpad]: bf16, f16, f8_e4m3, f8_e5m2 or i8 */
+    const lwo_tensor *scales;     /* f32 [1] (fp8 upcast formats), f32 [rows] (W8A8), or NULL */
+    const lwo_tensor *bias;       /* f32 [rows] or NULL */
+    const lwo_tensor *smooth;     /* f32 [cols] or NULL; with a permutation in the permuted order
+                                     (smooth[perm[j]] at j), as the kernels read it */
+    const lwo_tensor *perm;       /* i32 [cols] (desc.perm) or NULL. smooth and perm stay resident
+                                     in the arena when the weight streams (they are small) */
+    int hadamard;                 /* desc.hadamard: the rotation's block size, 0 for none */
+    lwo_host_home host_home;      /* where the stored weight bytes live on the host (AUTO, STREAMED) */
+    const void *host_data;        /* what the transfers read: inside the caller's memory for
+                                     REGISTERED / BORROWED (desc.data itself), NULL for NONE */
+} lwo_weight_info;
+
+/* Makes a weight. Data already in the stored form (the format's dtype, nothing to permute or
+   rotate) of a weight that may stream goes straight to its host home, laid out on the CPU as the
+   device holds it: no VRAM, no trip through the device. Anything else is uploaded and quantized on
+   the GPU (which needs room in the arena for the upload and the result while it runs), and a
+   streamable weight's result then moves to its host home. Returns when the weight is ready. */
+LWO_API lwo_result lwo_weight_create(lwo_context *ctx, const lwo_weight_desc *desc, lwo_weight **out);
+LWO_API void lwo_weight_destroy(lwo_context *ctx, lwo_weight *w);
+LWO_API lwo_result lwo_weight_get_info(lwo_context *ctx, const lwo_weight *w, lwo_weight_info *out);
+/* The VRAM a weight made from `desc` takes, resident or in a staging slot: its stored data (rows x
+   kpad), scales, bias, smooth and perm, each rounded as the arena rounds (smooth and perm stay
+   resident when the weight streams). Needs no context: what a caller sizes its budget with before
+   lwo_create. 0 for a desc lwo_weight_create would reject for its shape or format. */
+LWO_API uint64_t lwo_weight_device_bytes(const lwo_weight_desc *desc);
+/* For your own ops on a streamable weight: acquire makes the weight readable by kernels enqueued
+   next on `stream` (waiting on the GPU for its transfer, never on the host) and fills `out` with
+   device tensors valid until release; release records that the work enqueued so far on `stream`
+   is the last to read it, so its bytes in the staging ring may be overwritten after that work.
+   lwo_linear does both itself. On a resident weight both are cheap and `out` is what
+   lwo_weight_get_info gives. */
+LWO_API lwo_result lwo_weight_acquire(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w, lwo_weight_info *out);
+LWO_API lwo_result lwo_weight_release(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w);
+
+/* The W8A8 prep on the CPU (see above), the reference of what lwo_weight_create stores and what
+   lwo_linear feeds its GEMM: out[r, j] for j < out_cols, f32, from x [rows, cols] (f32/f16/bf16):
+   u[j] = x[r, perm[j]] then / smooth[perm[j]] (weight == 0: activations) or * smooth[perm[j]]
+   (weight != 0: weights), 0 for j >= cols; then the rotation in blocks of `hadamard` (0: none)
+   over the first cols rounded up to the block, as lwo_ref_hadamard. perm and smooth may be NULL.
+   out_cols must be at least cols rounded up to the block. Quantizing the result per row with
+   lwo_ref_quantize (f32, cols = out_cols, no smooth) gives the stored codes bit for bit.
+   LWO_ERROR_INVALID_ARGUMENT for a NULL x or out, a bad dtype or block size, a short out_cols, or a
+   perm that is not a permutation of 0..cols-1; LWO_ERROR_OUT_OF_HOST_MEMORY if checking perm cannot
+   allocate cols / 8 bytes. */
+typedef struct lwo_ref_prep_desc {
+    const void *x; lwo_dtype x_dtype;
+    uint64_t rows, cols;
+    const int32_t *perm;       /* optional */
+    const float *smooth;       /* optional */
+    int weight;                /* 1: multiply by smooth (a weight); 0: divide (activations) */
+    int hadamard;              /* the block size, 0 = none */
+    float *out;                /* [rows, out_cols] */
+    uint64_t out_cols;
+} lwo_ref_prep_desc;
+LWO_API lwo_result lwo_ref_prep_rows(const lwo_ref_prep_desc *desc);
+/* The normalized Walsh-Hadamard rotation of v[0..n) in place, in blocks of `block` (a power of two,
+   2..256, dividing n), in the documented f32 order: stages h = 1, 2, .., block/2, the pair
+   (i, i + h) with i & h == 0 becoming (v[i] + v[i+h], v[i] - v[i+h]); then each v[i] * s_b. */
+LWO_API lwo_result lwo_ref_hadamard(float *v, uint64_t n, int block);
+
+/* ==== Public API 10. Streaming ================================================================ */
+/* Which weights stay resident and how large a staging ring the rest stream through, under a budget.
+   Pure host code: the streaming engine calls it, and so can a caller that wants to know ahead. */
+typedef struct lwo_plan_desc {
+    const uint64_t *weight_bytes; /* device bytes of each weight, in use order */
+    size_t count;
+    uint64_t budget;              /* arena bytes available to weights and the ring */
+    uint64_t workspace;           /* bytes to keep free for activations and scratch */
+    int max_slots;                /* most staging slots in the ring; 0 = 4 */
+    const uint8_t *must_stream;   /* optional, count flags: 1 = this weight never stays resident */
+    /* Optional, for a plan timed against the pass (the engine fills these in after a pass it
+       timed): with use_ms and h2d_GBps set, candidate plans (ring sizes, which weights stream) are
+       played through a model of the ring and the fastest wins, instead of the fewest bytes. */
+    const uint32_t *use_order;    /* weight indices in use order, use_count of them; NULL: each
+                                     weight once, in index order */
+    size_t use_count;
+    const float *use_ms;          /* compute-stream milliseconds from each use to the next one */
+    double h2d_GBps;              /* host-to-device rate the transfers run at */
+} lwo_plan_desc;
+
+typedef struct lwo_plan {
+    uint8_t *resident;            /* count flags, 1 = resident (owned by the plan) */
+    uint64_t resident_bytes;
+    uint64_t slot_bytes;          /* at least the largest streamed weight (256-byte rounded); the
+                                     room no resident weight takes is shared among the slots, up
+                                     to a ring that holds every streamed byte */
+    int slots;                    /* the ring is slots x slot_bytes (0 when everything is resident);
+                                     weights are packed into it by bytes, so more than `slots` of
+                                     the smaller ones may be in it at once */
+    uint64_t streamed_bytes;      /* bytes moved per pass */
+    uint64_t total_bytes;         /* resident + ring + workspace: never above the budget */
+    double predicted_ms;          /* a timed plan: the model's steady-state pass, and how long the */
+    double predicted_wait_ms;     /* compute stream waits in it on transfers (0 when not timed); */
+    double predicted_graph_ms;    /* and a graph's replay of the pass (it starts from an empty ring) */
+    char error[256];              /* why lwo_plan_create failed ("" on success): on OUT_OF_BUDGET,
+                                     the weight that cannot fit and the bytes missing (the plan needs
+                                     at least the largest streamable weight, one slot, beside the
+                                     workspace) */
+} lwo_plan;
+LWO_API lwo_result lwo_plan_create(const lwo_plan_desc *desc, lwo_plan *out);
+LWO_API void lwo_plan_destroy(lwo_plan *plan);
+
+/* Streaming. Weights that do not stay resident travel through a staging ring on offload streams,
+   in the order the passes use them. Bracket each forward pass with lwo_pass_begin/end: the first
+   pass teaches the order; later passes prefetch ahead along it. A pass may deviate from the order:
+   it stays correct, only slower, and lwo_stats.order_deviations counts it.
+
+   lwo_streaming_plan places every weight created so far: resident where the budget allows, the rest
+   streamed through a ring of staging slots. A plan is a promise: once it succeeds, every
+   lwo_linear, lwo_weight_acquire and lwo_weight_release on the planned weights fits in what it
+   reserved, in this order of the arena: lwo_linear's workspace for x of up to desc.max_rows rows
+   (lwo_linear_workspace_bytes: the quantized activations, the upcast weight, x padded), the GEMMs'
+   split area where a GEMM of those shapes would split (sm_90a), the ring, and the resident weights;
+   besides them it leaves desc.free_bytes of the budget free for the caller's own tensors made after
+   the plan. lwo_linear's per-shape graphs and whole-pass graphs take no VRAM of the budget. Nothing
+   grows after a plan for the weights it placed (a call with more rows than declared runs in row
+   chunks); a weight created after the plan may grow the workspace into free room, and is placed by
+   the next plan. Where the budget cannot hold a plan it fails with LWO_ERROR_OUT_OF_BUDGET, and its
+   message and lwo_stats.plan_min_budget give the smallest lwo_desc.vram_budget that holds one (the
+   same tensors and weights made in the same order).
+   Called again after passes in the learned order, it is timed against them (each use's compute
+   time in the last pass, and the streamed copies' rate): run two passes first, since the first
+   loads the GEMM modules and its timings are the host's, not the GPU's. Not inside a pass. */
+typedef struct lwo_streaming_desc {
+    uint64_t max_rows;     /* the most rows of x (tokens) any lwo_linear on the planned weights gets: the
+                              workspace and split area are reserved for every call up to it. 0 = the
+                              workspace lwo_linear has grown so far, and at least what a call in
+                              chunks of 64 rows needs (run a pass before planning, or declare it) */
+    uint64_t free_bytes;   /* bytes of the budget kept free for tensors the caller makes after the plan
+                              (activations, say). 0 = none */
+} lwo_streaming_desc;
+LWO_API lwo_result lwo_streaming_plan(lwo_context *ctx, const lwo_streaming_desc *desc);   /* NULL: zero desc */
+LWO_API lwo_result lwo_pass_begin(lwo_context *ctx);
+/* Ends a pass. Weights still acquired are released (as if lwo_weight_release on the compute stream). */
+LWO_API lwo_result lwo_pass_end(lwo_context *ctx);
+
+/* ==== Public API 11. Linear and graphs ======================================================= */
+/* y[M, N] = x[M, K] W^T + bias, ordered on `stream` (NULL = compute stream).
+   x: bf16 or f16 (2-D, row-major). y: f32, f16 or bf16 [M, N]. bias: NULL = the weight's own bias
+   (if any), else an f32/f16/bf16 device tensor of N elements that overrides it.
+   W8A8 formats quantize x per token into a workspace; the fp8 upcast formats upcast W into one.
+   The workspace is kept by the context and counted in the arena: calls of lwo_linear that use it
+   share it, so order those on different streams (events) or they race; on sm_90a their GEMMs also
+   share the split area of lwo_desc.gemm_split (8.4 MiB on an H200). A bf16 or f16 weight with x
+   16-byte aligned and K a multiple of 8 uses neither. Before any lwo_streaming_plan the workspace
+   grows to what a call needs (growing synchronizes the device) and the split area is made by the
+   first GEMM that splits, where the arena has room. lwo_streaming_plan reserves both for the shapes
+   it is told (lwo_streaming_desc.max_rows) and from then on nothing grows for its weights: a call
+   with more rows than the workspace holds runs in row chunks that fit (lwo_stats.linear_chunked),
+   and a GEMM with no split area runs unsplit, so no call on a planned weight fails for lack of VRAM.
+   Paths: sm_90a wgmma + tensor copy engine, other sm_80+ tensor cores (mma.sync), sm_75 a plain
+   FMA kernel (correctness only).
+   W8A8 weights that are not streamed keep a CUDA graph of their quantize + GEMM pair per (M, x, y
+   and bias dtypes) (lwo_desc.graph_cache): the first call at a key runs plainly, then captures and
+   launches it; later ones point its kernels at the new x, y, bias and workspace and launch it. Not
+   inside a capture of the stream (the plain kernels join the caller's graph); a failed capture or
+   update means plain launches for that weight from then on (logged at INFO,
+   lwo_stats.linear_graph_fallbacks). */
+typedef struct lwo_linear_desc {
+    lwo_stream *stream;        /* NULL = the compute stream */
+    const lwo_tensor *x;       /* required */
+    const lwo_weight *w;       /* required */
+    const lwo_tensor *bias;    /* NULL = the weight's own */
+    lwo_tensor *y;             /* required */
+} lwo_linear_desc;
+LWO_API lwo_result lwo_linear(lwo_context *ctx, const lwo_linear_desc *desc);
+/* The VRAM lwo_streaming_plan reserves for lwo_linear on weights made from descs[0..count), x of up
+   to max_rows rows (16-byte aligned), on this context's device: the workspace the largest call
+   needs (W8A8: the quantized rows and their scales; fp8 upcast: the upcast weight; x padded to kpad
+   when cols % 8 != 0), plus on sm_90a the GEMMs' split area when some call of those shapes would
+   share its last rounds out along K (lwo_desc.gemm_split). Both are shared by every call, so this is
+   the largest need, not a sum. max_rows 0: the least a call needs (64 rows at a time). */
+LWO_API uint64_t lwo_linear_workspace_bytes(lwo_context *ctx, const lwo_weight_desc *descs, size_t count, uint64_t max_rows);
+
+/* A whole pass, streamed transfers included, as one CUDA graph: capture begins after the compute
+   stream is idle and records everything enqueued on it (and the transfers it waits on) until
+   capture_end. Needs pinned or registered host homes (graphs cannot copy from pageable memory).
+   Run the pass once before capturing it: the first use of a GEMM format loads its module and
+   lwo_linear may grow its workspace, and neither can happen inside a capture. */
+LWO_API lwo_result lwo_graph_capture_begin(lwo_context *ctx);
+LWO_API lwo_result lwo_graph_capture_end(lwo_context *ctx, lwo_graph **out);
+LWO_API lwo_result lwo_graph_launch(lwo_context *ctx, lwo_graph *g);
+LWO_API void lwo_graph_destroy(lwo_context *ctx, lwo_graph *g);
+/* Host-to-device bytes one launch of g streams (lwo_stats.bytes_streamed grows by this per launch;
+   the capture itself counts nothing). 0 for NULL. */
+LWO_API uint64_t lwo_graph_bytes_streamed(const lwo_graph *g);
+/* After any failed call inside a pass (or a whole-pass capture): ends the pass without learning or
+   timing anything from it, releases every weight it held acquired (their slots are free once the
+   work already queued on the compute stream is done), ends an open lwo_graph_capture_begin (no
+   graph is made), and waits for the streams. The context is then as usable as before the pass: the
+   next pass, plan or capture runs as if the failed pass had not been. No-op outside a pass and
+   capture. A sticky CUDA error (an illegal address in a kernel) is not recoverable: the driver
+   context is lost, and every later call reports it. */
+LWO_API lwo_result lwo_pass_abort(lwo_context *ctx);
+
+/* ==== Public API 12. safetensors: the reader and the writer ================================== */
+/* A bounds-checked reader and an atomic writer of the .safetensors checkpoint format. No context
+   or GPU needed.
+
+   The reader never trusts the file: the 8-byte little-endian header length must lie within the
+   file and under LWO_SAFETENSORS_MAX_HEADER; the JSON header is parsed against the exact schema
+   {"__metadata__": {str: str, ...}, name: {"dtype": str, "shape": [uint, ...],
+   "data_offsets": [begin, end]}, ...} -- any other field, type, a float or negative number, an
+   integer above 2^63-1, invalid UTF-8 (overlong forms, surrogates, code points past U+10FFFF),
+   a lone surrogate in a \u escape, \u0000, a control character, duplicate names or metadata keys,
+   trailing bytes other than whitespace: all are LWO_ERROR_BAD_FILE. Because every value has a
+   known shape, the parser never recurses, so nesting depth is bounded by construction (a nested
+   value where a number or string belongs is an error). Every tensor's byte length must equal
+   dtype size x product(shape) (checked for overflow), and the tensors, sorted by offset, must cover
+   the data area exactly: no overlaps, no holes, no trailing bytes (as the Rust reference checks).
+   Tensor data is not aligned beyond what the file gives (lwo's writer aligns each tensor to its
+   element size); read through memcpy when in doubt. Multi-byte values are little-endian, as on
+   every host lwo supports. The file's dtype tags ("F32", "BF16", "F8_E4M3", ...) are read into
+   lwo_dtype and written from it; F64, I64, I16 and BOOL exist for reading checkpoints.
+
+   LIMITS. What a hostile file can make lwo do is bounded by the file, never by what its header
+   claims. H is the header's length in bytes, B the bytes a tensor really has in the file.
+     header       at most LWO_SAFETENSORS_MAX_HEADER bytes (default 100 MiB; define it before the
+                  include to change it), and it must lie within the file.
+     keys         no count of their own: a tensor entry takes at least 49 header bytes and a
+                  metadata entry about 6, so H bounds them (2 million tensors, 17 million metadata
+                  keys in a 100 MiB header). Names and metadata keys must be unique.
+     rank         at most LWO_SAFETENSORS_MAX_DIMS (8) dimensions.
+     dims         each at most 2^63-1, with dtype size x product(shape) below 2^64. A dimension may
+                  be 0; the tensor then has no bytes, whatever its other dimensions say.
+     names        names, keys and values may be as long as the header holds; the conventions
+                  (<prefix>.weight_scale, .bias, ...) are found for names of any length, and
+                  messages quote at most 300 bytes of a name.
+     nesting      none in the header (its schema is flat, so the parser never recurses);
+                  LWO_SAFETENSORS_MAX_JSON_DEPTH (32) inside a comfy_quant tensor.
+     open         O(H log H) time and at most about 13 bytes of host memory per header byte at
+                  any moment (the decoded strings, the tensor and metadata tables as they grow by
+                  doubling, the name index). The indexes are sorted with lwo's own heap sort: the C
+                  library's qsort promises no bound, and a quicksort can be driven quadratic by an
+                  order an attacker picks. tests/fuzz_safetensors.c fails any input that makes lwo
+                  hold more than 16 bytes per byte of the file (plus 64 KiB), conversions and the
+                  loaders' CPU side included.
+     later calls  loop and allocate in proportion to B of the tensors they touch, never to a
+                  shape alone: lwo_safetensors_find and the conventions are O(log n) lookups;
+                  lwo_safetensors_convert writes at most 4 bytes of data and 4 bytes of row scales
+                  per element (an element takes at least one byte), and refuses INT8 for a tensor
+                  whose row count exceeds its element count (a tensor of no elements and more than
+                  one row: [2^36, 0] would otherwise ask for 2^36 row scales); the weight loaders
+                  refuse tensors of no elements, and their CPU side holds at most an f32 copy of
+                  the tensor (4 bytes per element) plus copies of its scales, smooth and bias. The
+                  weight itself is stored with K padded to a multiple of 64 (lwo_weight_info.kpad),
+                  so a [N, 1] fp8 tensor becomes up to 128 x B bytes of device (and, when
+                  streamed, pinned host) memory: that is built in the arena, so the VRAM budget
+                  caps it.
+     file types   regular files only. lwo_safetensors_create opens with O_NONBLOCK (Windows: GetFileType) (so a FIFO cannot
+                  block it), then fstat rejects anything else with LWO_ERROR_IO naming what it is
+                  (a FIFO, a directory, a device, a socket).
+     file changes the file's size is checked once, at open. A file that shrinks while mapped
+                  makes a later read of the lost pages (tensor data; the header while it is parsed)
+                  raise SIGBUS, as for any reader of a mapped file; lwo installs no signal handler,
+                  since that is process-wide state a library must not take. Keep checkpoints
+                  immutable while open: replace a file by writing a new one and renaming it over
+                  the old (lwo_safetensors_write does), which leaves an open mapping on the old
+                  file intact; or handle SIGBUS yourself. Everything but tensor data (names,
+                  shapes, metadata, the indexes) is decoded into lwo's memory at open, so lookups
+                  never touch the mapping; only reads of tensors do (the data itself, and the
+                  small tensors the conventions parse: comfy_quant JSON, scalar scales). */
+#ifndef LWO_SAFETENSORS_MAX_HEADER
+#define LWO_SAFETENSORS_MAX_HEADER (100u << 20)   /* largest JSON header accepted, bytes (100 MiB) */
+#endif
+#define LWO_SAFETENSORS_MAX_DIMS 8        /* a tensor of more dimensions is rejected as a bad file */
+#define LWO_SAFETENSORS_MAX_JSON_DEPTH 32 /* nesting bound of the free-form JSON in comfy_quant entries */
+#define LWO_SAFETENSORS_LWO_INT8_V1 "int8-per-channel-v1"  /* value of metadata key "lwo.quant" */
+
+/* One tensor of an open file. Pointers stay valid until lwo_safetensors_destroy. */
+typedef struct lwo_safetensors_tensor {
+    const char *name;             /* NUL-terminated UTF-8 */
+    lwo_dtype dtype;
+    int ndim;                     /* 0 (a scalar) .. LWO_SAFETENSORS_MAX_DIMS */
+    uint64_t shape[LWO_SAFETENSORS_MAX_DIMS];  /* entries past ndim are 0 */
+    uint64_t numel;               /* product of shape (1 for a scalar, 0 when a dim is 0) */
+    uint64_t bytes;               /* numel * lwo_dtype_size(dtype) */
+    uint64_t offset;              /* absolute file offset of the first byte */
+    const void *data;             /* into the read-only mapping (or the caller's memory) */
+    size_t shard;                 /* index of the file in the desc's paths */
+} lwo_safetensors_tensor;
+
+typedef struct lwo_safetensors lwo_safetensors;
+/* What to read: one file (path), a sharded checkpoint as one set (paths: names are looked up across
+   all files, a name in two shards is LWO_ERROR_BAD_FILE, metadata is merged with the first shard's
+   value winning), or bytes the caller owns and keeps alive and unchanged until destroy (data,
+   size). Exactly one of the three. Paths are UTF-8 (on Windows too). */
+typedef struct lwo_safetensors_desc {
+    const char *path;
+    const char *const *paths;
+    size_t path_count;
+    const void *data;
+    size_t size;
+} lwo_safetensors_desc;
+/* Opens and validates (files are mapped read-only; the mapping lives until destroy). On failure
+   *out is still set (unless host memory ran out; then it is NULL) so lwo_safetensors_last_error can
+   say what is wrong and where (file offset, tensor name); always lwo_safetensors_destroy what you got.
+   Returns LWO_ERROR_IO (open/stat/map failed, or not a regular file), LWO_ERROR_BAD_FILE,
+   LWO_ERROR_INVALID_ARGUMENT. */
+LWO_API lwo_result lwo_safetensors_create(const lwo_safetensors_desc *desc, lwo_safetensors **out);
+LWO_API void lwo_safetensors_destroy(lwo_safetensors *f);   /* NULL is fine */
+/* Detail of the last failure ("" if none). Valid until the next call on f. */
+LWO_API const char *lwo_safetensors_last_error(const lwo_safetensors *f);
+
+/* Tensors in header order, shard after shard. */
+LWO_API size_t lwo_safetensors_count(const lwo_safetensors *f);
+LWO_API const lwo_safetensors_tensor *lwo_safetensors_tensor_at(const lwo_safetensors *f, size_t i); /* NULL if out of range */
+LWO_API const lwo_safetensors_tensor *lwo_safetensors_find(const lwo_safetensors *f, const char *name); /* O(log n); NULL if absent */
+/* Metadata ("__metadata__"), ordered by key bytes. */
+LWO_API size_t lwo_safetensors_metadata_count(const lwo_safetensors *f);
+LWO_API const char *lwo_safetensors_metadata_key(const lwo_safetensors *f, size_t i);
+LWO_API const char *lwo_safetensors_metadata_value(const lwo_safetensors *f, size_t i);
+LWO_API const char *lwo_safetensors_metadata_find(const lwo_safetensors *f, const char *key); /* NULL if absent */
+
+typedef struct lwo_safetensors_write_tensor {
+    const char *name;          /* UTF-8, unique, not "__metadata__" */
+    lwo_dtype dtype;           /* any but INVALID */
+    int ndim;                  /* 0 .. LWO_SAFETENSORS_MAX_DIMS */
+    const uint64_t *shape;     /* ndim entries (may be NULL when ndim is 0) */
+    const void *data;          /* `bytes` bytes, little-endian; may be NULL when bytes is 0 */
+    uint64_t bytes;            /* must equal dtype size * product(shape) */
+} lwo_safetensors_write_tensor;
+typedef struct lwo_safetensors_write_desc {
+    const char *path;          /* required, UTF-8 */
+    const lwo_safetensors_write_tensor *tensors;
+    size_t tensor_count;
+    const char *const *meta_keys, *const *meta_values;   /* meta_count each */
+    size_t meta_count;
+    char error[512];           /* out: why the write failed ("" on success) */
+} lwo_safetensors_write_desc;
+/* Writes a .safetensors file: the header (8-byte length, JSON with __metadata__ first when
+   meta_count > 0, padded with spaces to a multiple of 8 as the Rust implementation does), then the
+   data, ordered by element size (largest first) then name, so every tensor is aligned to its
+   element size. Writes `path.tmp.<pid>`, fsyncs, renames over `path` (Windows: FlushFileBuffers,
+   MoveFileExW replacing it); on failure removes the temporary file and writes the reason into
+   desc->error. Returns LWO_ERROR_INVALID_ARGUMENT, LWO_ERROR_IO or LWO_ERROR_OUT_OF_HOST_MEMORY. */
+LWO_API lwo_result lwo_safetensors_write(lwo_safetensors_write_desc *desc);
+
+/* ==== Public API 13. Checkpoints: conventions, storage policies, conversion, loading ========= */
+/* For a weight `<prefix>.weight`, lwo_safetensors_get_quant_info reports the convention it is
+   stored in:
+   LWO_CONVENTION_COMFY_QUANT `<prefix>.comfy_quant` exists: a U8 [n] tensor holding a JSON object
+                              such as {"format":"float8_e4m3fn"} (copied to `comfy_format`);
+                              scales `<prefix>.weight_scale`, optional `<prefix>.input_scale`.
+   LWO_CONVENTION_LWO_INT8    metadata "lwo.quant" = "int8-per-channel-v1" and the weight is I8:
+                              `<prefix>.weight` I8 [N, K], `<prefix>.weight_scale` F32 [N]
+                              (w = q * weight_scale[n]), optional `<prefix>.smooth` F32 [K]
+                              (the activation divisor: y = (x / smooth) @ (q * s)^T).
+   LWO_CONVENTION_COMFY_SCALED_FP8a tensor named `scaled_fp8` exists and the weight is fp8:
+                              `<prefix>.scale_weight` (one f32; missing means 1) and optional
+                              `<prefix>.scale_input`; w = fp8 * scale_weight.
+   LWO_CONVENTION_NONE        none of these (a plain tensor).
+   Checked in that order. Scale values are parsed when the scale tensor has one element (F32, F16,
+   BF16 or F64); else the *_value field is 1 and the caller reads the tensor.
+   Returns LWO_ERROR_NOT_FOUND when weight_name is absent, LWO_ERROR_BAD_FILE when a convention's
+   tensors are inconsistent (wrong dtype or shape, bad comfy_quant JSON); detail in the error. */
+typedef enum lwo_convention {
+    LWO_CONVENTION_NONE = 0,
+    LWO_CONVENTION_COMFY_SCALED_FP8,
+    LWO_CONVENTION_COMFY_QUANT,
+    LWO_CONVENTION_LWO_INT8
+} lwo_convention;
+typedef struct lwo_safetensors_quant {
+    lwo_convention convention;
+    const lwo_safetensors_tensor *weight;
+    const lwo_safetensors_tensor *weight_scale;   /* scale_weight / weight_scale, or NULL */
+    const lwo_safetensors_tensor *input_scale;    /* scale_input / input_scale, or NULL */
+    const lwo_safetensors_tensor *smooth;         /* lwo int8 only, or NULL */
+    float weight_scale_value;            /* the scalar scale, or 1 */
+    float input_scale_value;             /* the scalar input scale, or 1 */
+    char comfy_format[64];               /* comfy_quant's "format" ("" otherwise) */
+} lwo_safetensors_quant;
+LWO_API lwo_result lwo_safetensors_get_quant_info(lwo_safetensors *f, const char *weight_name, lwo_safetensors_quant *out);
+
+/* Storage policies say, by glob over tensor names, how each tensor is stored. Rules are tried in
+   order; the first whose pattern matches the whole name wins. Patterns are globs over bytes: `*`
+   matches any run (dots included), `?` one byte, everything else itself. A zero-filled policy keeps
+   every tensor as it is (LWO_FORMAT_KEEP). */
+typedef struct lwo_storage_rule { const char *pattern; lwo_format format; } lwo_storage_rule;
+typedef struct lwo_storage_policy {
+    const lwo_storage_rule *rules;
+    size_t rule_count;
+    lwo_format default_format;   /* when no rule matches. 0 = LWO_FORMAT_KEEP */
+} lwo_storage_policy;
+LWO_API int lwo_glob_match(const char *pattern, const char *name);   /* 1 on a match */
+LWO_API lwo_format lwo_storage_policy_format(const lwo_storage_policy *p, const char *name);
+
+/* Converts file tensor `tensor` to `format` on the CPU with lwo's reference codecs (lwo_ref_*, the
+   math of the GPU kernels). Targets: KEEP, BF16, F16, F32, FP8_E4M3, FP8_E5M2, INT8 (W8A8 fp8 is a
+   weight's format, not a conversion's). Any source dtype is read as f32 (f64 and the integers
+   through a C conversion); f32 -> bf16/f16 round to nearest even (f16 overflows to inf); fp8 is
+   q = fp8(x * (1 / scale)), RNE, saturating (inf too), NaN kept; int8 rows are
+   clamp(rne(x * (1 / scale)), -127, 127) with NaN -> 0. The scales are absmax / 448 (e4m3),
+   absmax / 57344 (e5m2), absmax(row) / 127 (int8), NaNs skipped, 1 for all zeros (or when the
+   division underflows): on NaN-free data exactly what lwo_quantize (and so lwo_weight_create)
+   produces on the GPU. NaN encodes as lwo_ref's: bf16 quiet, f16 0x7fff, fp8 sign | 0x7f. For INT8
+   a tensor of ndim >= 2 has rows = shape[0] and cols = numel / rows; ndim 0 or 1 is one row.
+   Zero copy: when the tensor's dtype already is the target's (always for KEEP) out->data points
+   into the mapping, nothing is allocated, and scale / row_scales are 1 / NULL -- the file's own
+   scales (lwo_safetensors_get_quant_info) apply.
+   Buffers: `buf` (buf_bytes) receives the data and `scales` (scales_count floats) the int8 row
+   scales; either NULL means lwo allocates it with LWO_MALLOC (freed by
+   lwo_safetensors_converted_destroy). Work and memory are bounded by the tensor's bytes (LIMITS
+   above): INT8 of a tensor with more rows than elements (an empty [R, 0] with R > 1) is
+   LWO_ERROR_BAD_FILE, whatever the buffers. Returns LWO_ERROR_INVALID_ARGUMENT (bad target, buffer
+   too small), LWO_ERROR_BAD_FILE, LWO_ERROR_OUT_OF_HOST_MEMORY; out->error says why (naming the
+   tensor and its shape). */
+typedef struct lwo_safetensors_convert_desc {
+    const lwo_safetensors_tensor *tensor;   /* required */
+    lwo_format format;         /* 0 = KEEP */
+    void *buf;                 /* optional */
+    uint64_t buf_bytes;
+    float *scales;             /* optional */
+    uint64_t scales_count;
+} lwo_safetensors_convert_desc;
+typedef struct lwo_safetensors_converted {
+    lwo_format format;         /* the target (KEEP resolved to the file's own) */
+    lwo_dtype dtype;           /* dtype of data */
+    const void *data;
+    uint64_t bytes;
+    float scale;               /* fp8: dequantize as value * scale; else 1 */
+    const float *row_scales;   /* int8: [rows]; else NULL */
+    uint64_t rows, cols;       /* int8 layout; else 0 */
+    int zero_copy;             /* 1 when data points into the file */
+    void *owned_data;          /* what lwo allocated (freed by lwo_safetensors_converted_destroy) */
+    float *owned_scales;
+    char error[256];           /* why the call failed ("" on success) */
+} lwo_safetensors_converted;
+LWO_API lwo_result lwo_safetensors_convert(const lwo_safetensors_convert_desc *desc, lwo_safetensors_converted *out);
+LWO_API void lwo_safetensors_converted_destroy(lwo_safetensors_converted *c);
+
+/* Weights from a checkpoint (these need a context): lwo_safetensors_load_weight makes an lwo_weight (as lwo_weight_create does) from the 2-D tensor
+   `weight_name` of f, normally "<prefix>.weight" [N, K], stored in `format` (KEEP: as the file holds it, lwo_safetensors_weight_format) with `placement`.
+   "<prefix>.bias" (1-D [N]: F32, F16, BF16, or F64 converted to f32) is attached when present.
+   How the tensor is read depends on how the file stores it (lwo_safetensors_get_quant_info):
+     plain F32 / F16 / BF16: handed to lwo_weight_create as it is and quantized on the GPU into any
+       format (F64 is converted to f32 on the CPU first);
+     fp8 (ComfyUI scaled fp8, or comfy_quant "float8_e4m3fn" / "float8_e5m2", with a scalar weight
+       scale; a plain fp8 tensor has scale 1): in its own fp8 format, codes and scale as they are
+       (e4m3: LWO_FORMAT_FP8_E4M3, or LWO_FORMAT_FP8_E4M3_W8A8 with that scale on every row; e5m2:
+       LWO_FORMAT_FP8_E5M2). The input scale is not used: lwo quantizes activations per call;
+     lwo int8 (I8 + weight_scale [N] + optional smooth [K]): LWO_FORMAT_INT8 as it is, with its
+       row scales and smooth;
+     a quantized tensor asked for in another format is first dequantized on the CPU with lwo's
+       reference codecs into an f32 buffer of N x K (held for the call only): fp8 as code * scale,
+       int8 as (q * weight_scale[n]) / smooth[k]; for FP8_E4M3_W8A8 the smooth is kept (lwo folds
+       it back into the columns); then it is quantized on the GPU like a plain tensor.
+   Zero copy: when the tensor already is what the device stores (BF16 -> LWO_FORMAT_BF16, F16 ->
+   F16, F8_E4M3 -> FP8_E4M3 or FP8_E4M3_W8A8, F8_E5M2 -> FP8_E5M2, lwo int8 -> INT8), K is a multiple
+   of 64 and the placement is AUTO or STREAMED, the weight's host home is the file's mapping itself
+   (lwo_weight_desc.borrow_host): the file's whole data area is registered with the driver
+   read-only, once per file and context (the driver refuses to register a page twice, and packed
+   tensors share pages), and no copy is made in RAM. Registering pins the mapping, so the first
+   zero-copy load reads the whole file into RAM, and tensors of that file loaded as copies are then
+   held twice: load a checkpoint as it is stored, or convert it once ahead (lwo_safetensors_convert,
+   lwo_safetensors_write). Another context registering the same file gets pinned copies (a
+   warning). The registration goes with the last weight using it. lwo_weight_info.host_home is then
+   LWO_HOME_REGISTERED and host_data points at the tensor in the mapping. Should the driver refuse
+   the registration, the weight gets lwo's pinned copy instead and a warning is logged.
+   THE MAPPING MUST OUTLIVE THE WEIGHT: destroy the weights (or the context) before
+   lwo_safetensors_destroy(f). Weights that were copied do not need the file after the call.
+   Returns LWO_ERROR_INVALID_ARGUMENT (a NULL, a format or placement out of range, a tensor that is
+   not 2-D), LWO_ERROR_NOT_FOUND (no such tensor), LWO_ERROR_BAD_FILE (a convention's tensors are
+   inconsistent, a bias of the wrong shape, a scale that is not positive and finite, a smooth
+   divisor that is not), LWO_ERROR_UNSUPPORTED (a dtype or convention lwo cannot store: integers
+   other than lwo int8, per-channel or block comfy scales, other comfy_quant formats), or what
+   lwo_weight_create returns. lwo_last_error(ctx) names the tensor. On failure *out is NULL and
+   nothing stays allocated or registered. */
+LWO_API lwo_result lwo_safetensors_load_weight(lwo_context *ctx, lwo_safetensors *f, const char *weight_name,
+                                               lwo_format format, lwo_placement placement, lwo_weight **out);
+/* The lwo_format a storage choice means for weight tensor `weight_name` of f. LWO_FORMAT_KEEP: the
+   format the file holds it in (BF16 -> LWO_FORMAT_BF16, F16 -> F16, F8_E4M3 -> FP8_E4M3 (the upcast
+   format), F8_E5M2 -> FP8_E5M2, lwo int8 -> INT8; F32 and F64 -> BF16, the nearest format lwo
+   stores). Any weight format: itself. LWO_FORMAT_F32: LWO_ERROR_UNSUPPORTED, since lwo stores no
+   weight as f32 (a policy meant for norms and biases must not pick f32 for a linear weight; ask
+   for BF16 or KEEP). A tensor no format keeps (plain integers) is LWO_ERROR_UNSUPPORTED too. No
+   context needed; the detail of a failure is lwo_safetensors_last_error(f). */
+LWO_API lwo_result lwo_safetensors_weight_format(lwo_safetensors *f, const char *weight_name, lwo_format format,
+                                                 lwo_format *out);
+/* lwo_safetensors_load_weight in the format `policy` picks for weight_name: lwo_storage_policy_format,
+   then lwo_safetensors_weight_format. A NULL policy keeps every tensor as the file has it. */
+LWO_API lwo_result lwo_safetensors_load_weight_policy(lwo_context *ctx, lwo_safetensors *f, const char *weight_name,
+                                                      const lwo_storage_policy *policy, lwo_placement placement,
+                                                      lwo_weight **out);
+
+/* ==== Public API 14. Stats =================================================================== */
+typedef struct lwo_stats {
+    uint64_t kernels_launched;
+    uint64_t bytes_uploaded, bytes_downloaded;
+    uint64_t modules_compiled, modules_from_cache;
+    /* streaming (section 8) */
+    uint64_t bytes_streamed, transfers;  /* host-to-device weight traffic through the ring (a
+                                            captured pass counts at each lwo_graph_launch) */
+    uint64_t passes, order_deviations;   /* passes ended; acquisitions that left the learned order */
+    uint64_t graph_launches;
+    /* lwo_linear's per-weight graphs (lwo_desc.graph_cache) */
+    uint64_t linear_graph_captures;      /* graphs captured (each first call at a key) */
+    uint64_t linear_graph_hits;          /* calls replayed from a cached graph */
+    uint64_t linear_graph_evictions;     /* graphs dropped to make room (least recently used) */
+    uint64_t linear_graph_fallbacks;     /* weights whose capture or update failed: plain launches since */
+    uint64_t resident_bytes, ring_bytes; /* of the current plan */
+    double wait_ms;                      /* time the compute stream stood waiting for transfers */
+    double last_pass_ms;                 /* GPU time of the last finished pass */
+    uint64_t last_pass_bytes;            /* bytes streamed in it */
+    double last_pass_GBps;               /* last_pass_bytes / last_pass_ms: achieved host-to-device */
+    double transfer_GBps;                /* the streamed copies' own rate since the last plan: their
+                                            bytes over the time some copy was running (what a plan
+                                            made after them is timed with) */
+    double plan_predicted_ms;            /* a plan timed against a pass (lwo_streaming_plan after one): */
+    double plan_predicted_wait_ms;       /* the model's eager pass and its waits, and a graph's */
+    double plan_predicted_graph_ms;      /* replay of the pass; 0 when not timed */
+    uint64_t gemm_splits;                /* GEMM launches whose last rounds were split along K
+                                            (lwo_desc.gemm_split) */
+    uint64_t linear_chunked;             /* lwo_linear calls that ran x in row chunks: more rows than
+                                            the workspace holds (lwo_streaming_desc.max_rows) */
+    uint64_t plan_min_budget;            /* the smallest lwo_desc.vram_budget the last lwo_streaming_plan
+                                            would have succeeded with (set whether it did or not) */
+    uint64_t plan_workspace_bytes;       /* what the last plan reserved for lwo_linear's workspace */
+    uint64_t plan_split_bytes;           /* and for the GEMMs' split area (0: none) */
+} lwo_stats;
+/* The counters since create. Reading them waits for the compute stream, so the timings of all the
+   work so far count. */
+LWO_API lwo_result lwo_context_get_stats(lwo_context *ctx, lwo_stats *out);
+
+/* ==== Public API 15. The context ============================================================== */
 /* Every field's zero value is a documented default: `lwo_desc d = {0};` is a valid desc. */
 typedef struct lwo_desc {
     int device;                /* CUDA device ordinal. Default 0. */
@@ -202,728 +966,23 @@ typedef struct lwo_startup_times {
     double total_ms;           /* lwo_create from entry to return */
 } lwo_startup_times;
 
+/* Arena use: bytes now in use, the peak since create, the budget, the largest free block. */
+typedef struct lwo_memory_stats { uint64_t budget, in_use, peak, largest_free; } lwo_memory_stats;
+
+/* What a context is: its device, how its start went, its arena. */
+typedef struct lwo_context_info {
+    lwo_device_info device;
+    lwo_startup_times startup;
+    lwo_memory_stats memory;
+} lwo_context_info;
+
 /* Create a context: load the driver, pick the device, allocate the arena, load the kernels.
    On failure *out is still set (unless host memory ran out) so lwo_last_error(*out) can say why;
    such a context answers only lwo_last_error and lwo_destroy. Always lwo_destroy what you got. */
 LWO_API lwo_result lwo_create(const lwo_desc *desc, lwo_context **out);
-/* Frees everything lwo made (tensors, streams, events, modules, arena); nothing it was lent. */
+/* Frees everything lwo made (tensors, streams, events, modules, weights, arena); nothing it was lent. */
 LWO_API void lwo_destroy(lwo_context *ctx);
-/* The detail of the last failure on this context ("" if none). Valid until the next lwo call. */
-LWO_API const char *lwo_last_error(const lwo_context *ctx);
-LWO_API lwo_result lwo_device_info_get(lwo_context *ctx, lwo_device_info *out);
-LWO_API lwo_result lwo_startup_times_get(lwo_context *ctx, lwo_startup_times *out);
-
-/* ==== Public API: tensors ==================================================================== */
-#define LWO_MAX_DIMS 4
-/* A dense, row-major device tensor. Created ones live in the context's arena (256-byte aligned);
-   wrapped ones point at memory the caller owns (or at part of another tensor). */
-LWO_API lwo_result lwo_tensor_create(lwo_context *ctx, lwo_dtype dtype, int ndim, const uint64_t *shape,
-                                     lwo_tensor **out);
-LWO_API lwo_result lwo_tensor_wrap(lwo_context *ctx, uint64_t device_ptr, lwo_dtype dtype, int ndim,
-                                   const uint64_t *shape, lwo_tensor **out);
-LWO_API void lwo_tensor_destroy(lwo_context *ctx, lwo_tensor *t);
-LWO_API uint64_t lwo_tensor_device_ptr(const lwo_tensor *t);  /* CUdeviceptr, for own kernels */
-LWO_API lwo_dtype lwo_tensor_dtype(const lwo_tensor *t);
-LWO_API int lwo_tensor_ndim(const lwo_tensor *t);
-LWO_API uint64_t lwo_tensor_dim(const lwo_tensor *t, int i);
-LWO_API uint64_t lwo_tensor_numel(const lwo_tensor *t);
-LWO_API uint64_t lwo_tensor_bytes(const lwo_tensor *t);
-/* Copies between host memory and a tensor, ordered on `stream` (NULL = the compute stream).
-   The plain forms return when the copy is done; the _async forms need pinned host memory to overlap. */
-LWO_API lwo_result lwo_tensor_upload(lwo_context *ctx, lwo_tensor *dst, const void *src, uint64_t bytes);
-LWO_API lwo_result lwo_tensor_download(lwo_context *ctx, const lwo_tensor *src, void *dst, uint64_t bytes);
-LWO_API lwo_result lwo_tensor_upload_async(lwo_context *ctx, lwo_stream *s, lwo_tensor *dst, const void *src, uint64_t bytes);
-LWO_API lwo_result lwo_tensor_download_async(lwo_context *ctx, lwo_stream *s, const lwo_tensor *src, void *dst, uint64_t bytes);
-LWO_API lwo_result lwo_tensor_fill_bytes(lwo_context *ctx, lwo_stream *s, lwo_tensor *t, uint8_t value);
-
-/* Arena use: bytes now in use, the peak since create, and the budget. */
-typedef struct lwo_memory_stats { uint64_t budget, in_use, peak, largest_free; } lwo_memory_stats;
-LWO_API lwo_result lwo_memory_stats_get(lwo_context *ctx, lwo_memory_stats *out);
-
-/* Pinned (page-locked) host memory, for transfers that overlap compute. */
-LWO_API lwo_result lwo_host_alloc(lwo_context *ctx, uint64_t bytes, void **out);
-LWO_API void lwo_host_free(lwo_context *ctx, void *p);
-
-/* ==== Public API: streams and events ========================================================= */
-/* NULL as a stream argument anywhere means the context's compute stream. */
-LWO_API lwo_result lwo_stream_create(lwo_context *ctx, lwo_stream **out);
-LWO_API void lwo_stream_destroy(lwo_context *ctx, lwo_stream *s);
-LWO_API lwo_result lwo_stream_synchronize(lwo_context *ctx, lwo_stream *s);
-LWO_API void *lwo_stream_handle(lwo_context *ctx, lwo_stream *s);  /* the CUstream */
-LWO_API lwo_result lwo_event_create(lwo_context *ctx, lwo_event **out);
-LWO_API void lwo_event_destroy(lwo_context *ctx, lwo_event *e);
-LWO_API lwo_result lwo_event_record(lwo_context *ctx, lwo_event *e, lwo_stream *s);
-LWO_API lwo_result lwo_stream_wait_event(lwo_context *ctx, lwo_stream *s, lwo_event *e); /* GPU-side wait */
-LWO_API lwo_result lwo_event_synchronize(lwo_context *ctx, lwo_event *e);
-LWO_API lwo_result lwo_event_elapsed_ms(lwo_context *ctx, lwo_event *start, lwo_event *end, float *ms);
-
-/* ==== Public API: your own kernels =========================================================== */
-/* Compile CUDA C source (no toolkit #includes available) for this device through the same NVRTC
-   path and cubin cache lwo uses for its own kernels. `name` labels the NVRTC log; `options` is an
-   optional NULL-terminated list of extra NVRTC options (part of the cache key). */
-LWO_API lwo_result lwo_module_compile(lwo_context *ctx, const char *source, const char *name,
-                                      const char *const *options, lwo_module **out);
-LWO_API void lwo_module_destroy(lwo_context *ctx, lwo_module *m);
-/* Launch extern "C" __global__ `kernel` of module `m`; args as for cuLaunchKernel (an array of
-   pointers to each argument). Functions are looked up once and remembered. */
-LWO_API lwo_result lwo_launch(lwo_context *ctx, lwo_stream *s, lwo_module *m, const char *kernel,
-                              const unsigned grid[3], const unsigned block[3], unsigned shared_bytes,
-                              void **args);
-
-/* ==== Public API: conversion and quantization kernels ======================================== */
-/* dst = src * scale, elementwise, any shapes with equal element counts.
-   src: f8_e4m3, f8_e5m2, bf16, f16, f32.  dst: bf16, f16, f32 (round to nearest even).
-   NaN stays NaN. Use lwo_quantize_fp8 to produce fp8. */
-LWO_API lwo_result lwo_convert(lwo_context *ctx, lwo_stream *s, const lwo_tensor *src, lwo_tensor *dst, float scale);
-
-/* dst = sat(src * (1 / scale)) in fp8, round to nearest even, saturating to +-448 (e4m3) / +-57344 (e5m2);
-   NaN stays NaN. `scale` is an f32 tensor of one element on the device. With compute_scale != 0 it
-   is written first as absmax(src) / fp8_max (1.0 when src is all zero); else it is read. */
-LWO_API lwo_result lwo_quantize_fp8(lwo_context *ctx, lwo_stream *s, const lwo_tensor *src, lwo_tensor *dst,
-                                    lwo_tensor *scale, int compute_scale);
-
-/* Per-row symmetric int8: for W [N, K] (bf16/f16/f32): scales[n] = absmax(W[n,:]) / 127 and
-   q[n,k] = clamp(rne(W[n,k] * (1 / scales[n])), -127, 127). An all-zero row gets scale 1 and zeros.
-   q: i8 [N, Kq] with Kq >= K (columns past K are written as 0); scales: f32 [N]. */
-LWO_API lwo_result lwo_quantize_int8_rows(lwo_context *ctx, lwo_stream *s, const lwo_tensor *w,
-                                          lwo_tensor *q, lwo_tensor *scales);
-
-/* Dynamic per-token activation quantization for W8A8: for x [M, K] (bf16/f16/f32) and an optional
-   smoothing divisor smooth [K] (f32), v = x[m,k] / smooth[k]; scales[m] = absmax(v) / 127;
-   q[m,k] = clamp(rne(v * (1 / scales[m])), -127, 127); q: i8 [M, Kq], Kq >= K, zero past K.
-   The same convention as lwo_quantize_int8_rows (an all-zero row: scale 1, zeros). */
-LWO_API lwo_result lwo_quantize_act_int8(lwo_context *ctx, lwo_stream *s, const lwo_tensor *x,
-                                         const lwo_tensor *smooth, lwo_tensor *q, lwo_tensor *scales);
-
-/* ==== Public API: CPU references (no GPU, no context needed) ================================= */
-/* Exactly the math of the kernels above, element by element; the GPU tests compare against them. */
-LWO_API float lwo_ref_fp8_to_f32(uint8_t code, lwo_dtype fp8);      /* exact */
-LWO_API uint8_t lwo_ref_f32_to_fp8(float v, lwo_dtype fp8);         /* RNE, saturating, NaN kept */
-LWO_API float lwo_ref_bf16_to_f32(uint16_t h);
-LWO_API uint16_t lwo_ref_f32_to_bf16(float v);                      /* RNE, NaN kept (quiet) */
-LWO_API float lwo_ref_f16_to_f32(uint16_t h);
-LWO_API uint16_t lwo_ref_f32_to_f16(float v);                       /* RNE, overflow to inf */
-LWO_API float lwo_ref_load(const void *data, lwo_dtype t, uint64_t i); /* element i as f32 */
-LWO_API void lwo_ref_store(void *data, lwo_dtype t, uint64_t i, float v);
-LWO_API lwo_result lwo_ref_convert(const void *src, lwo_dtype st, void *dst, lwo_dtype dt, uint64_t n, float scale);
-LWO_API float lwo_ref_fp8_scale(const void *src, lwo_dtype st, uint64_t n, lwo_dtype fp8);
-LWO_API lwo_result lwo_ref_quantize_fp8(const void *src, lwo_dtype st, uint8_t *dst, lwo_dtype fp8, uint64_t n, float scale);
-LWO_API lwo_result lwo_ref_quantize_int8_rows(const void *w, lwo_dtype wt, uint64_t rows, uint64_t k,
-                                              const float *smooth, int8_t *q, uint64_t kq, float *scales);
-
-/* ==== Public API: weights and linear ========================================================= */
-/* A weight: the matrix W [N = rows, K = cols] of y = x W^T + bias, stored on the device in one of
-   these formats and consumed by lwo_linear. Owned by its context (freed by lwo_weight_destroy or
-   lwo_destroy). Storage is resident in the arena, K padded with zeros to a multiple of 64. */
-typedef struct lwo_weight lwo_weight;
-typedef enum lwo_format {
-    LWO_FORMAT_BF16 = 0,      /* bf16 weight, tensor-core bf16 GEMM (x must be bf16) */
-    LWO_FORMAT_F16,           /* f16 weight, tensor-core f16 GEMM (x must be f16) */
-    LWO_FORMAT_FP8_E4M3,      /* e4m3 + per-tensor scale; upcast to x's dtype per call, then the 16-bit GEMM */
-    LWO_FORMAT_FP8_E5M2,      /* e5m2 + per-tensor scale; as above */
-    LWO_FORMAT_INT8,          /* W8A8 int8: per-output-channel scales; x quantized per token per call */
-    LWO_FORMAT_FP8_E4M3_W8A8, /* W8A8 fp8 e4m3, per-output-channel scales, x per token (absmax/448); cc >= 8.9 */
-    LWO_FORMAT_COUNT
-} lwo_format;
-
-/* W8A8 activation prep. Before x is quantized per token, and before W is quantized per output
-   channel at lwo_weight_create, both go through the same column transform, chosen so that
-   x' W'^T = x W^T in real arithmetic (perm, smooth and hadamard of lwo_weight_desc; each optional):
-     x'[m, :] = H (x[m, perm[j]] / smooth[perm[j]])_j      W'[n, :] = H (W[n, perm[j]] * smooth[perm[j]])_j
-   in this order: permute, smooth, rotate; j runs over the K = cols columns, and the row is zero
-   padded to kpad first. smooth is indexed by the original column, so a caller who adds a
-   permutation keeps its smoothing vector as it is. H is block-diagonal along K with blocks of b =
-   desc.hadamard positions, each the normalized Walsh-Hadamard matrix H_b[i][j] = (-1)^popcount(i & j)
-   * s_b, s_b the f32 nearest 1/sqrt(b) (exact for b = 4, 16, 64, 256): symmetric and orthogonal,
-   H H^T = I; with P the permutation (x P = x[:, perm]) and S = diag(smooth),
-   x' W'^T = (x S^-1 P H)(H^T P^T S W^T) = x W^T. When cols is not a multiple of b the
-   rotation runs over the zero padding too (the last block mixes real columns with padded zeros, and
-   the padded columns of x' and W' are no longer zero): kpad is cols rounded up to a multiple of 64
-   and of b. In f32, each block of the CPU references and the kernels alike is: butterfly stages
-   h = 1, 2, 4, .., b/2 in that order, positions (i, i + h) with i & h == 0 becoming
-   (v[i] + v[i+h], v[i] - v[i+h]), each sum rounded to f32; then every v[i] = v[i] * s_b (the same
-   sequence as lwo_ref_hadamard). Without perm the transform is the identity permutation, without
-   smooth the divisor 1, without hadamard H = I: with none of them, the math is the plain per-row
-   quantizers above. The rotation spreads an outlier channel over its block, so per-token scales
-   are set by typical values rather than by the outlier; the permutation lets a caller choose which
-   channels share a block (or keep outliers together). */
-
-/* Valid when zero-filled except for rows, cols and data. Host pointers are read during
-   lwo_weight_create only (the struct keeps `data` for a later streaming engine; see lwo_weight_info). */
-typedef struct lwo_weight_desc {
-    uint64_t rows;            /* N, output features. Required. */
-    uint64_t cols;            /* K, input features. Required. */
-    const void *data;         /* host [rows, cols], row-major. Required. */
-    lwo_dtype data_dtype;     /* 0 = f32. f32/f16/bf16 (quantized by lwo on the GPU), or already
-                                 quantized: f8_e4m3/f8_e5m2 (with `scale`, for the fp8 formats),
-                                 i8 (with `row_scales`, LWO_FORMAT_INT8 only). */
-    lwo_format format;        /* 0 = LWO_FORMAT_BF16 */
-    float scale;              /* pre-quantized fp8 data: the dequantization scale. 0 = 1. */
-    const float *row_scales;  /* pre-quantized i8 (required) or e4m3 W8A8 data: f32[rows] scales.
-                                 NULL for e4m3 W8A8 data = `scale` for every row. */
-    const void *bias;         /* optional host [rows]; stored as f32 */
-    lwo_dtype bias_dtype;     /* 0 = f32; f32/f16/bf16 */
-    const float *smooth;      /* optional f32[cols] > 0, W8A8 formats only: activations are divided
-                                 by it before quantization and W's columns multiplied by it (float
-                                 data; pre-quantized i8 / e4m3 data already holds W * smooth and is
-                                 stored as it is). Indexed by the original column (see above). */
-    const int32_t *perm;      /* optional int32[cols], W8A8 formats with f32/f16/bf16 data only: a
-                                 permutation of 0..cols-1 (each index once). The linear is computed on
-                                 x[:, perm] and W[:, perm], which gives the same y; it decides which
-                                 columns share a Hadamard block. Kept on the device (4 B per column). */
-    int hadamard;             /* W8A8 formats with f32/f16/bf16 data only: the Hadamard block size b,
-                                 a power of two from 2 to 256; 0 = no rotation. See above. */
-    int placement;            /* an lwo_placement. 0 = LWO_PLACE_RESIDENT */
-    int borrow_host;          /* streamed weights only: keep `data` itself as the weight's host home
-                                 (registered with the driver read-only, no copy in RAM: a mapped
-                                 checkpoint). Needs data already in the stored format and layout:
-                                 data_dtype matching `format` and cols a multiple of 64. The memory
-                                 must outlive the weight. 0 = lwo keeps a pinned copy. */
-} lwo_weight_desc;
-
-/* Where a weight lives. RESIDENT: in the arena from creation on. AUTO: lwo_streaming_plan keeps it
-   resident if the budget allows, else it streams from its host home. STREAMED: always streams. */
-typedef enum lwo_placement { LWO_PLACE_RESIDENT = 0, LWO_PLACE_AUTO, LWO_PLACE_STREAMED } lwo_placement;
-
-/* Where a weight's stored bytes wait in host RAM while the GPU does not hold them. */
-typedef enum lwo_host_home {
-    LWO_HOME_NONE = 0,        /* a RESIDENT weight: no host copy is kept */
-    LWO_HOME_PINNED,          /* lwo's own pinned copy (counted against lwo_desc.pinned_cap) */
-    LWO_HOME_REGISTERED,      /* desc.borrow_host: the caller's memory itself (a mapped checkpoint),
-                                 registered with the driver read-only: zero copy, full bus speed */
-    LWO_HOME_PAGEABLE_COPY,   /* lwo's copy in pageable memory (pinning refused or past pinned_cap): slow */
-    LWO_HOME_BORROWED         /* desc.borrow_host, but the driver would not register it: slow, no graphs */
-} lwo_host_home;
-
-typedef struct lwo_weight_info {
-    uint64_t rows, cols, kpad;    /* kpad: the stored row length (cols rounded up to a multiple of 64
-                                     and of the Hadamard block) */
-    lwo_format format;
-    const lwo_tensor *data;       /* [rows, kpad]: bf16, f16, f8_e4m3, f8_e5m2 or i8 */
-    const lwo_tensor *scales;     /* f32 [1] (fp8 upcast formats), f32 [rows] (W8A8), or NULL */
-    const lwo_tensor *bias;       /* f32 [rows] or NULL */
-    const lwo_tensor *smooth;     /* f32 [cols] or NULL; with a permutation in the permuted order
-                                     (smooth[perm[j]] at j), as the kernels read it */
-    const lwo_tensor *perm;       /* i32 [cols] (desc.perm) or NULL. smooth and perm stay resident
-                                     in the arena when the weight streams (they are small) */
-    int hadamard;                 /* desc.hadamard: the rotation's block size, 0 for none */
-    lwo_host_home host_home;      /* where the stored weight bytes live on the host (AUTO, STREAMED) */
-    const void *host_data;        /* what the transfers read: inside the caller's memory for
-                                     REGISTERED / BORROWED (desc.data itself), NULL for NONE */
-} lwo_weight_info;
-
-/* Uploads desc->data, quantizes it on the GPU into the chosen format and stores it in the arena.
-   Returns when the weight is ready (it synchronizes the compute stream). */
-LWO_API lwo_result lwo_weight_create(lwo_context *ctx, const lwo_weight_desc *desc, lwo_weight **out);
-LWO_API void lwo_weight_destroy(lwo_context *ctx, lwo_weight *w);
-LWO_API lwo_result lwo_weight_get_info(lwo_context *ctx, const lwo_weight *w, lwo_weight_info *out);
-/* The VRAM a weight made from `desc` takes, resident or in a staging slot: its stored data (rows x
-   kpad), scales, bias, smooth and perm, each rounded as the arena rounds (smooth and perm stay
-   resident when the weight streams). Needs no context: what a caller sizes its budget with before
-   lwo_create. 0 for a desc lwo_weight_create would reject for its shape or format. */
-LWO_API uint64_t lwo_weight_device_bytes(const lwo_weight_desc *desc);
-/* For your own ops on a streamable weight: acquire makes the weight readable by kernels enqueued
-   next on `stream` (waiting on the GPU for its transfer, never on the host) and fills `out` with
-   device tensors valid until release; release records that the work enqueued so far on `stream`
-   is the last to read it, so its bytes in the staging ring may be overwritten after that work. lwo_linear does
-   both itself. On a resident weight both are cheap and `out` is what lwo_weight_get_info gives. */
-LWO_API lwo_result lwo_weight_acquire(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w, lwo_weight_info *out);
-LWO_API lwo_result lwo_weight_release(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w);
-
-/* y[M, N] = x[M, K] W^T + bias, ordered on `stream` (NULL = compute stream).
-   x: bf16 or f16 (2-D, row-major). y: f32, f16 or bf16 [M, N]. bias: NULL = the weight's own bias
-   (if any), else an f32/f16/bf16 device tensor of N elements that overrides it.
-   W8A8 formats quantize x per token into a workspace; the fp8 upcast formats upcast W into one.
-   The workspace is kept by the context and counted in the arena: calls of lwo_linear that use it
-   share it, so order those on different streams (events) or they race; on sm_90a their GEMMs also
-   share the split area of lwo_desc.gemm_split (8.4 MiB on an H200). A bf16 or f16 weight with x
-   16-byte aligned and K a multiple of 8 uses neither. Before any lwo_streaming_plan the workspace
-   grows to what a call needs (growing synchronizes the device) and the split area is made by the
-   first GEMM that splits, where the arena has room. lwo_streaming_plan reserves both for the shapes
-   it is told (lwo_streaming_desc.max_rows) and from then on nothing grows: a call with more rows
-   than the workspace holds runs in row chunks that fit (lwo_stats.linear_chunked), and a GEMM with
-   no split area runs unsplit, so no call on a planned weight fails for lack of VRAM.
-   Paths: sm_90a wgmma + tensor copy engine, other
-   sm_80+ tensor cores (mma.sync), sm_75 a plain FMA kernel (correctness only).
-   W8A8 weights that are not streamed keep a CUDA graph of their quantize + GEMM pair per (M, x, y
-   and bias dtypes) (lwo_desc.graph_cache): the first call at a key runs plainly, then captures and
-   launches it; later ones point its kernels at the new x, y, bias and workspace and launch it. Not
-   inside a capture of the stream (the plain kernels join the caller's graph); a failed capture or
-   update means plain launches for that weight from then on (logged at INFO,
-   lwo_stats.linear_graph_fallbacks). */
-LWO_API lwo_result lwo_linear(lwo_context *ctx, lwo_stream *stream, const lwo_tensor *x, const lwo_weight *w,
-                              const lwo_tensor *bias, lwo_tensor *y);
-/* The VRAM lwo_streaming_plan reserves for lwo_linear on weights made from descs[0..count), x of up
-   to max_rows rows (16-byte aligned), on this context's device: the workspace the largest call
-   needs (W8A8: the quantized rows and their scales; fp8 upcast: the upcast weight; x padded to kpad
-   when cols % 8 != 0), plus on sm_90a the GEMMs' split area when some call of those shapes would
-   share its last rounds out along K (lwo_desc.gemm_split). Both are shared by every call, so this is
-   the largest need, not a sum. max_rows 0: the least a call needs (64 rows at a time). */
-LWO_API uint64_t lwo_linear_workspace_bytes(lwo_context *ctx, const lwo_weight_desc *descs, size_t count, uint64_t max_rows);
-
-/* CPU reference of every lwo_linear path from its operands as the GEMM sees them (x after
-   quantization, W as stored or upcast): y[m,n] = epi(acc), acc = sum_k x[m,k] * w[n,k] with
-   x, w of dtype xt, wt (row strides ldx, ldw elements). i8 x i8: exact integer accumulation
-   (the GPU's s32); every other pair: accumulation in double. Then in f32, in this order:
-   v = (float)acc; v *= sx[m] (if sx); v *= sw[n] (if sw); v += bias[n] (if bias); stored as yt (RNE). */
-LWO_API lwo_result lwo_ref_linear(const void *x, lwo_dtype xt, uint64_t ldx, const void *w, lwo_dtype wt, uint64_t ldw,
-                                  uint64_t M, uint64_t N, uint64_t K, const float *sx, const float *sw,
-                                  const float *bias, void *y, lwo_dtype yt);
-/* The per-token e4m3 activation quantizer of LWO_FORMAT_FP8_E4M3_W8A8 (and its weight quantizer):
-   v = x / smooth; scales[r] = absmax(v)/448 (1 for a zero row); q = e4m3(v * (1/scale)); zero past k. */
-LWO_API lwo_result lwo_ref_quantize_fp8_rows(const void *x, lwo_dtype xt, uint64_t rows, uint64_t k,
-                                             const float *smooth, uint8_t *q, uint64_t kq, float *scales);
-/* The W8A8 prep above (before lwo_weight_desc), on the CPU: out[r, j] for j < kq, f32, from
-   x [rows, k] (f32/f16/bf16): u[j] = x[r, perm[j]] then / smooth[perm[j]] (weight == 0: activations)
-   or * smooth[perm[j]] (weight != 0: weights), 0 for j >= k; then the rotation in blocks of
-   `hadamard` (0: none) over the first k rounded up to the block, as lwo_ref_hadamard. perm and
-   smooth may be NULL. kq must be at least k rounded up to the block. Quantizing the result with
-   lwo_ref_quantize_int8_rows / lwo_ref_quantize_fp8_rows (f32, k = kq, smooth NULL) gives bit for
-   bit what lwo_weight_create stores and what lwo_linear feeds its GEMM. LWO_ERROR_INVALID_ARGUMENT
-   for a NULL x or out, a bad dtype or block size, a short kq, or a perm that is not a permutation
-   of 0..k-1; LWO_ERROR_OUT_OF_HOST_MEMORY if checking perm cannot allocate k / 8 bytes. */
-LWO_API lwo_result lwo_ref_prep_rows(const void *x, lwo_dtype xt, uint64_t rows, uint64_t k, const int32_t *perm,
-                                     const float *smooth, int weight, int hadamard, float *out, uint64_t kq);
-/* The normalized Walsh-Hadamard rotation of v[0..n) in place, in blocks of `block` (a power of two,
-   2..256, dividing n), in the documented f32 order: stages h = 1, 2, .., block/2, the pair
-   (i, i + h) with i & h == 0 becoming (v[i] + v[i+h], v[i] - v[i+h]); then each v[i] * s_b. */
-LWO_API lwo_result lwo_ref_hadamard(float *v, uint64_t n, int block);
-
-/* ==== Public API: safetensors (section 10) ==================================================== */
-/* A bounds-checked reader and an atomic writer of the .safetensors checkpoint format, plus the
-   quantized-checkpoint conventions (ComfyUI scaled fp8, ComfyUI comfy_quant, lwo int8), storage
-   policies (glob rules -> storage format) and the CPU conversion into a storage format.
-   None of this needs a context or a GPU, except the weight loaders at the end
-   (lwo_safetensors_load_weight, lwo_safetensors_load_weight_policy).
-
-   The reader never trusts the file: the 8-byte little-endian header length must lie within the
-   file and under LWO_SAFETENSORS_MAX_HEADER; the JSON header is parsed against the exact schema
-   {"__metadata__": {str: str, ...}, name: {"dtype": str, "shape": [uint, ...],
-   "data_offsets": [begin, end]}, ...} -- any other field, type, a float or negative number, an
-   integer above 2^63-1, invalid UTF-8 (overlong forms, surrogates, code points past U+10FFFF),
-   a lone surrogate in a \u escape, \u0000, a control character, duplicate names or metadata keys,
-   trailing bytes other than whitespace: all are LWO_ERROR_BAD_FILE. Because every value has a
-   known shape, the parser never recurses, so nesting depth is bounded by construction (a nested
-   value where a number or string belongs is an error). Every tensor's byte length must equal
-   dtype size x product(shape) (checked for overflow), and the tensors, sorted by offset, must cover
-   the data area exactly: no overlaps, no holes, no trailing bytes (as the Rust reference checks).
-   Tensor data is not aligned beyond what the file gives (lwo's writer aligns each tensor to its
-   element size); read through memcpy when in doubt. Multi-byte values are little-endian, as on
-   every host lwo supports.
-
-   LIMITS. What a hostile file can make lwo do is bounded by the file, never by what its header
-   claims. H is the header's length in bytes, B the bytes a tensor really has in the file.
-     header       at most LWO_SAFETENSORS_MAX_HEADER bytes (default 100 MiB; define it before the
-                  include to change it), and it must lie within the file.
-     keys         no count of their own: a tensor entry takes at least 49 header bytes and a
-                  metadata entry about 6, so H bounds them (2 million tensors, 17 million metadata
-                  keys in a 100 MiB header). Names and metadata keys must be unique.
-     rank         at most LWO_ST_MAX_DIMS (8) dimensions.
-     dims         each at most 2^63-1, with dtype size x product(shape) below 2^64. A dimension may
-                  be 0; the tensor then has no bytes, whatever its other dimensions say.
-     names        names, keys and values may be as long as the header holds; the conventions
-                  (<prefix>.weight_scale, .bias, ...) are found for names of any length, and
-                  messages quote at most 300 bytes of a name.
-     nesting      none in the header (its schema is flat, so the parser never recurses);
-                  LWO_ST_MAX_JSON_DEPTH (32) inside a comfy_quant tensor.
-     open         O(H log H) time and at most about 13 bytes of host memory per header byte at
-                  any moment (the decoded strings, the tensor and metadata tables as they grow by
-                  doubling, the name index). The indexes are sorted with lwo's own heap sort: the C
-                  library's qsort promises no bound, and a quicksort can be driven quadratic by an
-                  order an attacker picks. tests/fuzz_safetensors.c fails any input that makes lwo
-                  hold more than 16 bytes per byte of the file (plus 64 KiB), conversions and the
-                  loaders' CPU side included.
-     later calls  loop and allocate in proportion to B of the tensors they touch, never to a
-                  shape alone: lwo_safetensors_find and the conventions are O(log n) lookups;
-                  lwo_safetensors_convert writes at most 4 bytes of data and 4 bytes of row scales
-                  per element (an element takes at least one byte), and refuses INT8 for a tensor
-                  whose row count exceeds its element count (a tensor of no elements and more than
-                  one row: [2^36, 0] would otherwise ask for 2^36 row scales); the weight loaders
-                  refuse tensors of no elements, and their CPU side holds at most an f32 copy of
-                  the tensor (4 bytes per element) plus copies of its scales, smooth and bias. The
-                  weight itself is stored with K padded to a multiple of 64 (lwo_weight_info.kpad),
-                  so a [N, 1] fp8 tensor becomes up to 128 x B bytes of device (and, when
-                  streamed, pinned host) memory: that is built in the arena, so the VRAM budget
-                  caps it.
-     file types   regular files only. lwo_safetensors_open opens with O_NONBLOCK (so a FIFO cannot
-                  block it), then fstat rejects anything else with LWO_ERROR_IO naming what it is
-                  (a FIFO, a directory, a device, a socket).
-     file changes the file's size is checked once, at open. A file that shrinks while mapped
-                  makes a later read of the lost pages (tensor data; the header while it is parsed)
-                  raise SIGBUS, as for any reader of a mapped file; lwo installs no signal handler,
-                  since that is process-wide state a library must not take. Keep checkpoints
-                  immutable while open: replace a file by writing a new one and renaming it over
-                  the old (lwo_safetensors_write does), which leaves an open mapping on the old
-                  file intact; or handle SIGBUS yourself. Everything but tensor data (names,
-                  shapes, metadata, the indexes) is decoded into lwo's memory at open, so lookups
-                  never touch the mapping; only reads of tensors do (the data itself, and the
-                  small tensors the conventions parse: comfy_quant JSON, scalar scales). */
-#ifndef LWO_SAFETENSORS_MAX_HEADER
-#define LWO_SAFETENSORS_MAX_HEADER (100u << 20)   /* largest JSON header accepted, bytes (100 MiB) */
-#endif
-#define LWO_ST_MAX_DIMS 8            /* a tensor of more dimensions is rejected as a bad file */
-#define LWO_ST_MAX_JSON_DEPTH 32     /* nesting bound of the free-form JSON in comfy_quant entries */
-#define LWO_ST_QUANT_LWO_INT8_V1 "int8-per-channel-v1"  /* value of metadata key "lwo.quant" */
-
-/* The dtypes of the safetensors format (their file spelling is lwo_st_dtype_name's answer). */
-typedef enum lwo_st_dtype {
-    LWO_ST_INVALID = 0,
-    LWO_ST_F64, LWO_ST_F32, LWO_ST_F16, LWO_ST_BF16,
-    LWO_ST_F8_E4M3,   /* "F8_E4M3": e4m3fn, max 448, no inf, 0x7f/0xff NaN */
-    LWO_ST_F8_E5M2,   /* "F8_E5M2": max 57344, inf and NaN */
-    LWO_ST_I64, LWO_ST_I32, LWO_ST_I16, LWO_ST_I8, LWO_ST_U8,
-    LWO_ST_BOOL,      /* one byte per element */
-    LWO_ST_DTYPE_COUNT
-} lwo_st_dtype;
-LWO_API const char *lwo_st_dtype_name(lwo_st_dtype t);  /* "F32", "BF16", ...; "INVALID" otherwise */
-LWO_API size_t lwo_st_dtype_size(lwo_st_dtype t);       /* bytes per element, 0 when invalid */
-LWO_API lwo_st_dtype lwo_st_dtype_from_name(const char *name); /* LWO_ST_INVALID when unknown */
-LWO_API lwo_dtype lwo_st_dtype_to_lwo(lwo_st_dtype t);  /* LWO_DTYPE_INVALID where lwo has none */
-
-/* One tensor of an open file. Pointers stay valid until lwo_safetensors_close. */
-typedef struct lwo_st_tensor {
-    const char *name;             /* NUL-terminated UTF-8 */
-    lwo_st_dtype dtype;
-    int ndim;                     /* 0 (a scalar) .. LWO_ST_MAX_DIMS */
-    uint64_t shape[LWO_ST_MAX_DIMS];  /* entries past ndim are 0 */
-    uint64_t numel;               /* product of shape (1 for a scalar, 0 when a dim is 0) */
-    uint64_t bytes;               /* numel * lwo_st_dtype_size(dtype) */
-    uint64_t offset;              /* absolute file offset of the first byte */
-    const void *data;             /* into the read-only mapping (or the caller's memory) */
-    size_t shard;                 /* index of the file in lwo_safetensors_open_many's list */
-} lwo_st_tensor;
-
-typedef struct lwo_safetensors lwo_safetensors;
-
-/* Open and validate one file (mapped read-only; the mapping lives until close). On failure *out is
-   still set (unless host memory ran out; then it is NULL) so lwo_safetensors_error can say what is
-   wrong and where (file offset, tensor name); always lwo_safetensors_close what you got.
-   Returns LWO_ERROR_IO (open/stat/mmap failed, or not a regular file), LWO_ERROR_BAD_FILE,
-   LWO_ERROR_INVALID_ARGUMENT. Paths are UTF-8 (on Windows too). */
-LWO_API lwo_result lwo_safetensors_open(const char *path, lwo_safetensors **out);
-/* The same over `size` bytes the caller owns and keeps alive (and unchanged) until close. */
-LWO_API lwo_result lwo_safetensors_open_memory(const void *data, size_t size, lwo_safetensors **out);
-/* A sharded checkpoint as one set: names are looked up across all files; a name in two shards is
-   LWO_ERROR_BAD_FILE. Metadata is merged; for a key in several shards the first shard's value wins. */
-LWO_API lwo_result lwo_safetensors_open_many(const char *const *paths, size_t count, lwo_safetensors **out);
-LWO_API void lwo_safetensors_close(lwo_safetensors *f);   /* NULL is fine */
-/* Detail of the last failure ("" if none). Valid until the next call on f. */
-LWO_API const char *lwo_safetensors_error(const lwo_safetensors *f);
-
-/* Tensors in header order, shard after shard. */
-LWO_API size_t lwo_safetensors_count(const lwo_safetensors *f);
-LWO_API const lwo_st_tensor *lwo_safetensors_tensor(const lwo_safetensors *f, size_t i); /* NULL if out of range */
-LWO_API const lwo_st_tensor *lwo_safetensors_find(const lwo_safetensors *f, const char *name); /* O(log n); NULL if absent */
-/* Metadata ("__metadata__"), ordered by key bytes. */
-LWO_API size_t lwo_safetensors_metadata_count(const lwo_safetensors *f);
-LWO_API const char *lwo_safetensors_metadata_key(const lwo_safetensors *f, size_t i);
-LWO_API const char *lwo_safetensors_metadata_value(const lwo_safetensors *f, size_t i);
-LWO_API const char *lwo_safetensors_metadata_find(const lwo_safetensors *f, const char *key); /* NULL if absent */
-
-/* ---- quantized-checkpoint conventions ----------------------------------------------------------
-   For a weight `<prefix>.weight`, lwo_safetensors_quant_info reports how it is stored:
-   LWO_ST_QUANT_COMFY_QUANT   `<prefix>.comfy_quant` exists: a U8 [n] tensor holding a JSON object
-                              such as {"format":"float8_e4m3fn"} (format copied to `format`);
-                              scales `<prefix>.weight_scale`, optional `<prefix>.input_scale`.
-   LWO_ST_QUANT_LWO_INT8      metadata "lwo.quant" = "int8-per-channel-v1" and the weight is I8:
-                              `<prefix>.weight` I8 [N, K], `<prefix>.weight_scale` F32 [N]
-                              (w = q * weight_scale[n]), optional `<prefix>.smooth` F32 [K]
-                              (the activation divisor: y = (x / smooth) @ (q * s)^T).
-   LWO_ST_QUANT_COMFY_SCALED_FP8  a tensor named `scaled_fp8` exists and the weight is fp8:
-                              `<prefix>.scale_weight` (one f32; missing means 1) and optional
-                              `<prefix>.scale_input`; w = fp8 * scale_weight.
-   LWO_ST_QUANT_NONE          none of these (a plain tensor).
-   Checked in that order. Scale values are parsed when the scale tensor has one element (F32, F16,
-   BF16 or F64); else the *_value field is 1 and the caller reads the tensor.
-   Returns LWO_ERROR_NOT_FOUND when weight_name is absent, LWO_ERROR_BAD_FILE when a convention's
-   tensors are inconsistent (wrong dtype or shape, bad comfy_quant JSON); detail in the error. */
-typedef enum lwo_st_quant_format {
-    LWO_ST_QUANT_NONE = 0,
-    LWO_ST_QUANT_COMFY_SCALED_FP8,
-    LWO_ST_QUANT_COMFY_QUANT,
-    LWO_ST_QUANT_LWO_INT8
-} lwo_st_quant_format;
-typedef struct lwo_st_quant {
-    lwo_st_quant_format format;
-    const lwo_st_tensor *weight;
-    const lwo_st_tensor *weight_scale;   /* scale_weight / weight_scale, or NULL */
-    const lwo_st_tensor *input_scale;    /* scale_input / input_scale, or NULL */
-    const lwo_st_tensor *smooth;         /* lwo int8 only, or NULL */
-    float weight_scale_value;            /* the scalar scale, or 1 */
-    float input_scale_value;             /* the scalar input scale, or 1 */
-    char comfy_format[64];               /* comfy_quant's "format" ("" otherwise) */
-} lwo_st_quant;
-LWO_API lwo_result lwo_safetensors_quant_info(lwo_safetensors *f, const char *weight_name, lwo_st_quant *out);
-
-/* ---- writer ------------------------------------------------------------------------------------ */
-typedef struct lwo_st_write_tensor {
-    const char *name;          /* UTF-8, unique, not "__metadata__" */
-    lwo_st_dtype dtype;
-    int ndim;                  /* 0 .. LWO_ST_MAX_DIMS */
-    const uint64_t *shape;     /* ndim entries (may be NULL when ndim is 0) */
-    const void *data;          /* `bytes` bytes, little-endian; may be NULL when bytes is 0 */
-    uint64_t bytes;            /* must equal dtype size * product(shape) */
-} lwo_st_write_tensor;
-/* Writes a .safetensors file: the header (8-byte length, JSON with __metadata__ first when
-   meta_count > 0, padded with spaces to a multiple of 8 as the Rust implementation does), then the
-   data, ordered by element size (largest first) then name, so every tensor is aligned to its
-   element size. Writes `path.tmp.<pid>`, fsyncs, renames over `path` (Windows: FlushFileBuffers,
-   MoveFileExW replacing it); on failure removes the temporary file and writes the reason into err
-   (when err_size > 0). Paths are UTF-8.
-   Returns LWO_ERROR_INVALID_ARGUMENT, LWO_ERROR_IO or LWO_ERROR_OUT_OF_HOST_MEMORY. */
-LWO_API lwo_result lwo_safetensors_write(const char *path, const lwo_st_write_tensor *tensors, size_t count,
-                                         const char *const *meta_keys, const char *const *meta_values,
-                                         size_t meta_count, char *err, size_t err_size);
-
-/* ---- storage policy ---------------------------------------------------------------------------- */
-typedef enum lwo_store_format {
-    LWO_STORE_KEEP = 0,        /* as in the file (zero copy) */
-    LWO_STORE_BF16, LWO_STORE_F16, LWO_STORE_F32,
-    LWO_STORE_FP8_E4M3,        /* per-tensor scale = absmax / 448 (1 when all zero) */
-    LWO_STORE_FP8_E5M2,        /* per-tensor scale = absmax / 57344 (1 when all zero) */
-    LWO_STORE_INT8,            /* per-row scale = absmax(row) / 127 (1 for an all-zero row) */
-    LWO_STORE_FORMAT_COUNT
-} lwo_store_format;
-LWO_API const char *lwo_store_format_name(lwo_store_format f);  /* "keep", "bf16", ..., "int8" */
-
-/* Rules are tried in order; the first whose pattern matches the whole name wins. Patterns are
-   globs over bytes: `*` matches any run (dots included), `?` one byte, everything else itself.
-   A zero-filled policy keeps every tensor as it is. */
-typedef struct lwo_storage_rule { const char *pattern; lwo_store_format format; } lwo_storage_rule;
-typedef struct lwo_storage_policy {
-    const lwo_storage_rule *rules;
-    size_t rule_count;
-    lwo_store_format default_format;   /* when no rule matches. 0 = LWO_STORE_KEEP */
-} lwo_storage_policy;
-LWO_API int lwo_glob_match(const char *pattern, const char *name);   /* 1 on a match */
-LWO_API lwo_store_format lwo_storage_policy_format(const lwo_storage_policy *p, const char *name);
-
-/* Converts file tensor t to `target` on the CPU with lwo's reference codecs (lwo_ref_*, the math
-   of the GPU kernels). Any source dtype is read as f32 (f64 and the integers through a C
-   conversion); f32 -> bf16/f16 round to nearest even (f16 overflows to inf); fp8 is
-   q = fp8(x * (1 / scale)), RNE, saturating (inf too), NaN kept; int8 rows are
-   clamp(rne(x * (1 / scale)), -127, 127) with NaN -> 0. The scales are absmax / 448 (e4m3),
-   absmax / 57344 (e5m2), absmax(row) / 127 (int8), NaNs skipped, 1 for all zeros (or when the
-   division underflows): on NaN-free data exactly what lwo_quantize_fp8 and lwo_quantize_int8_rows
-   (and so lwo_weight_create) produce on the GPU. NaN encodes as lwo_ref's: bf16 quiet, f16 0x7fff,
-   fp8 sign | 0x7f. For INT8 a tensor of ndim >= 2 has rows = shape[0] and cols = numel / rows;
-   ndim 0 or 1 is one row.
-   Zero copy: when t's dtype already is the target's dtype (always for KEEP) out->data points into
-   the mapping, nothing is allocated, and scale / row_scales are 1 / NULL -- the file's own scales
-   (lwo_safetensors_quant_info) apply.
-   Buffers: `buf` (buf_bytes) receives the data and `scales` (scales_count floats) the int8 row
-   scales; either NULL means lwo allocates it with LWO_MALLOC (freed by lwo_st_converted_free).
-   Work and memory are bounded by t's bytes (see LIMITS above): INT8 of a tensor with more rows
-   than elements (an empty [R, 0] with R > 1) is LWO_ERROR_BAD_FILE, whatever the buffers.
-   Returns LWO_ERROR_INVALID_ARGUMENT (bad target, buffer too small), LWO_ERROR_BAD_FILE,
-   LWO_ERROR_OUT_OF_HOST_MEMORY; out->error says why (naming the tensor and its shape). */
-typedef struct lwo_st_converted {
-    lwo_store_format format;   /* the target (KEEP resolved to itself) */
-    lwo_st_dtype dtype;        /* dtype of data */
-    const void *data;
-    uint64_t bytes;
-    float scale;               /* fp8: dequantize as value * scale; else 1 */
-    const float *row_scales;   /* int8: [rows]; else NULL */
-    uint64_t rows, cols;       /* int8 layout; else 0 */
-    int zero_copy;             /* 1 when data points into the file */
-    void *owned_data;          /* what lwo allocated (freed by lwo_st_converted_free) */
-    float *owned_scales;
-    char error[256];           /* why the call failed ("" on success) */
-} lwo_st_converted;
-LWO_API lwo_result lwo_safetensors_convert(const lwo_st_tensor *t, lwo_store_format target, void *buf,
-                                           uint64_t buf_bytes, float *scales, uint64_t scales_count,
-                                           lwo_st_converted *out);
-LWO_API void lwo_st_converted_free(lwo_st_converted *c);
-
-/* ---- weights from a checkpoint (these need a context) ------------------------------------------
-   lwo_safetensors_load_weight makes an lwo_weight (as lwo_weight_create does) from the 2-D tensor
-   `weight_name` of f, normally "<prefix>.weight" [N, K], stored in `format` with `placement`.
-   "<prefix>.bias" (1-D [N]: F32, F16, BF16, or F64 converted to f32) is attached when present.
-   How the tensor is read depends on how the file stores it (lwo_safetensors_quant_info):
-     plain F32 / F16 / BF16: handed to lwo_weight_create as it is and quantized on the GPU into any
-       format (F64 is converted to f32 on the CPU first);
-     fp8 (ComfyUI scaled fp8, or comfy_quant "float8_e4m3fn" / "float8_e5m2", with a scalar weight
-       scale; a plain fp8 tensor has scale 1): in its own fp8 format, codes and scale as they are
-       (e4m3: LWO_FORMAT_FP8_E4M3, or LWO_FORMAT_FP8_E4M3_W8A8 with that scale on every row; e5m2:
-       LWO_FORMAT_FP8_E5M2). The input scale is not used: lwo quantizes activations per call;
-     lwo int8 (I8 + weight_scale [N] + optional smooth [K]): LWO_FORMAT_INT8 as it is, with its
-       row scales and smooth;
-     a quantized tensor asked for in another format is first dequantized on the CPU with lwo's
-       reference codecs into an f32 buffer of N x K (held for the call only): fp8 as code * scale,
-       int8 as (q * weight_scale[n]) / smooth[k]; for FP8_E4M3_W8A8 the smooth is kept (lwo folds
-       it back into the columns); then it is quantized on the GPU like a plain tensor.
-   Zero copy: when the tensor already is what the device stores (BF16 -> LWO_FORMAT_BF16, F16 ->
-   F16, F8_E4M3 -> FP8_E4M3 or FP8_E4M3_W8A8, F8_E5M2 -> FP8_E5M2, lwo int8 -> INT8), K is a multiple
-   of 64 and the placement is AUTO or STREAMED, the weight's host home is the file's mapping itself
-   (lwo_weight_desc.borrow_host): the file's whole data area is registered with the driver
-   read-only, once per file and context (the driver refuses to register a page twice, and packed
-   tensors share pages), and no copy is made in RAM. Registering pins the mapping, so the first
-   zero-copy load reads the whole file into RAM, and tensors of that file loaded as copies are then
-   held twice: load a checkpoint as it is stored, or convert it once ahead (lwo_safetensors_convert,
-   lwo_safetensors_write). Another context registering the same file gets pinned copies (a
-   warning). The registration goes with the last weight using it. lwo_weight_info.host_home is then
-   LWO_HOME_REGISTERED and host_data points at the tensor in the mapping. Should the driver refuse
-   the registration, the weight gets lwo's pinned copy instead and a warning is logged.
-   THE MAPPING MUST OUTLIVE THE WEIGHT: destroy the weights (or the context) before
-   lwo_safetensors_close(f). Weights that were copied do not need the file after the call.
-   Returns LWO_ERROR_INVALID_ARGUMENT (a NULL, a format or placement out of range, a tensor that is
-   not 2-D), LWO_ERROR_NOT_FOUND (no such tensor), LWO_ERROR_BAD_FILE (a convention's tensors are
-   inconsistent, a bias of the wrong shape, a scale that is not positive and finite, a smooth
-   divisor that is not), LWO_ERROR_UNSUPPORTED (a dtype or convention lwo cannot store: integers
-   other than lwo int8, per-channel or block comfy scales, other comfy_quant formats), or what
-   lwo_weight_create returns. lwo_last_error(ctx) names the tensor. On failure *out is NULL and
-   nothing stays allocated or registered. */
-LWO_API lwo_result lwo_safetensors_load_weight(lwo_context *ctx, lwo_safetensors *f, const char *weight_name,
-                                               lwo_format format, lwo_placement placement, lwo_weight **out);
-/* The lwo_format a storage choice means for weight tensor `weight_name` of f. LWO_STORE_KEEP: the
-   format the file holds it in (BF16 -> LWO_FORMAT_BF16, F16 -> F16, F8_E4M3 -> FP8_E4M3 (the upcast
-   format), F8_E5M2 -> FP8_E5M2, lwo int8 -> INT8; F32 and F64 -> BF16, the nearest format lwo
-   stores). LWO_STORE_BF16, F16, FP8_E4M3, FP8_E5M2, INT8: the lwo_format of that name.
-   LWO_STORE_F32: LWO_ERROR_UNSUPPORTED, since lwo stores no weight as f32 (a policy meant for norms
-   and biases must not pick f32 for a linear weight; ask for BF16 or KEEP). A tensor no format
-   keeps (plain integers) is LWO_ERROR_UNSUPPORTED too. No context needed; the detail of a failure
-   is lwo_safetensors_error(f). */
-LWO_API lwo_result lwo_safetensors_weight_format(lwo_safetensors *f, const char *weight_name, lwo_store_format store,
-                                                 lwo_format *out);
-/* lwo_safetensors_load_weight in the format `policy` picks for weight_name: lwo_storage_policy_format,
-   then lwo_safetensors_weight_format. A NULL policy keeps every tensor as the file has it. */
-LWO_API lwo_result lwo_safetensors_load_weight_policy(lwo_context *ctx, lwo_safetensors *f, const char *weight_name,
-                                                      const lwo_storage_policy *policy, lwo_placement placement,
-                                                      lwo_weight **out);
-
-/* ==== Public API: stats ====================================================================== */
-typedef struct lwo_stats {
-    uint64_t kernels_launched;
-    uint64_t bytes_uploaded, bytes_downloaded;
-    uint64_t modules_compiled, modules_from_cache;
-    /* streaming (section 8) */
-    uint64_t bytes_streamed, transfers;  /* host-to-device weight traffic through the ring (a
-                                            captured pass counts at each lwo_graph_launch) */
-    uint64_t passes, order_deviations;   /* passes ended; acquisitions that left the learned order */
-    uint64_t graph_launches;
-    /* lwo_linear's per-weight graphs (lwo_desc.graph_cache) */
-    uint64_t linear_graph_captures;      /* graphs captured (each first call at a key) */
-    uint64_t linear_graph_hits;          /* calls replayed from a cached graph */
-    uint64_t linear_graph_evictions;     /* graphs dropped to make room (least recently used) */
-    uint64_t linear_graph_fallbacks;     /* weights whose capture or update failed: plain launches since */
-    uint64_t resident_bytes, ring_bytes; /* of the current plan */
-    double wait_ms;                      /* time the compute stream stood waiting for transfers */
-    double last_pass_ms;                 /* GPU time of the last finished pass */
-    uint64_t last_pass_bytes;            /* bytes streamed in it */
-    double last_pass_GBps;               /* last_pass_bytes / last_pass_ms: achieved host-to-device */
-    double transfer_GBps;                /* the streamed copies' own rate since the last plan: their
-                                            bytes over the time some copy was running (what a plan
-                                            made after them is timed with) */
-    double plan_predicted_ms;            /* a plan timed against a pass (lwo_streaming_plan after one): */
-    double plan_predicted_wait_ms;       /* the model's eager pass and its waits, and a graph's */
-    double plan_predicted_graph_ms;      /* replay of the pass; 0 when not timed */
-    uint64_t gemm_splits;                /* GEMM launches whose last rounds were split along K
-                                            (lwo_desc.gemm_split) */
-    uint64_t linear_chunked;             /* lwo_linear calls that ran x in row chunks: more rows than
-                                            the workspace holds (lwo_streaming_desc.max_rows) */
-    uint64_t plan_min_budget;            /* the smallest lwo_desc.vram_budget the last lwo_streaming_plan
-                                            would have succeeded with (set whether it did or not) */
-    uint64_t plan_workspace_bytes;       /* what the last plan reserved for lwo_linear's workspace */
-    uint64_t plan_split_bytes;           /* and for the GEMMs' split area (0: none) */
-} lwo_stats;
-LWO_API lwo_result lwo_stats_get(lwo_context *ctx, lwo_stats *out);
-
-
-/* ==== Public API: streaming plan (section 8) ================================================= */
-/* Which weights stay resident and how large a staging ring the rest stream through, under a budget.
-   Pure host code: the streaming engine calls it, and so can a caller that wants to know ahead. */
-typedef struct lwo_plan_desc {
-    const uint64_t *weight_bytes; /* device bytes of each weight, in use order */
-    size_t count;
-    uint64_t budget;              /* arena bytes available to weights and the ring */
-    uint64_t workspace;           /* bytes to keep free for activations and scratch */
-    int max_slots;                /* most staging slots in the ring; 0 = 4 */
-    const uint8_t *must_stream;   /* optional, count flags: 1 = this weight never stays resident */
-    /* Optional, for a plan timed against the pass (the engine fills these in after a pass it
-       timed): with use_ms and h2d_GBps set, candidate plans (ring sizes, which weights stream) are
-       played through a model of the ring and the fastest wins, instead of the fewest bytes. */
-    const uint32_t *use_order;    /* weight indices in use order, use_count of them; NULL: each
-                                     weight once, in index order */
-    size_t use_count;
-    const float *use_ms;          /* compute-stream milliseconds from each use to the next one */
-    double h2d_GBps;              /* host-to-device rate the transfers run at */
-} lwo_plan_desc;
-
-typedef struct lwo_plan {
-    uint8_t *resident;            /* count flags, 1 = resident (owned by the plan) */
-    uint64_t resident_bytes;
-    uint64_t slot_bytes;          /* at least the largest streamed weight (256-byte rounded); the
-                                     room no resident weight takes is shared among the slots */
-    int slots;                    /* the ring is slots x slot_bytes (0 when everything is resident);
-                                     weights are packed into it by bytes, so more than `slots` of
-                                     the smaller ones may be in it at once */
-    uint64_t streamed_bytes;      /* bytes moved per pass */
-    uint64_t total_bytes;         /* resident + ring + workspace: never above the budget */
-    double predicted_ms;          /* a timed plan: the model's steady-state pass, and how long the */
-    double predicted_wait_ms;     /* compute stream waits in it on transfers (0 when not timed); */
-    double predicted_graph_ms;    /* and a graph's replay of the pass (it starts from an empty ring) */
-} lwo_plan;
-
-/* On LWO_ERROR_OUT_OF_BUDGET, err names the weight that cannot fit and the bytes missing: the plan
-   needs at least the largest streamable weight (one slot) beside the workspace. */
-LWO_API lwo_result lwo_plan_make(const lwo_plan_desc *desc, lwo_plan *out, char *err, size_t err_size);
-LWO_API void lwo_plan_free(lwo_plan *plan);
-
-/* Streaming. Weights that do not stay resident travel through a staging ring on offload streams,
-   in the order the passes use them. Bracket each forward pass with lwo_pass_begin/end: the first
-   pass teaches the order; later passes prefetch ahead along it. A pass may deviate from the order:
-   it stays correct, only slower, and lwo_stats.order_deviations counts it.
-
-   lwo_streaming_plan places every weight created so far: resident where the budget allows, the rest
-   streamed through a ring of staging slots. A plan is a promise: once it succeeds, every
-   lwo_linear, lwo_weight_acquire and lwo_weight_release on the planned weights fits in what it
-   reserved, in this order of the arena: lwo_linear's workspace for x of up to desc.max_rows rows
-   (lwo_linear_workspace_bytes: the quantized activations, the upcast weight, x padded), the GEMMs'
-   split area where a GEMM of those shapes would split (sm_90a), the ring, and the resident weights;
-   besides them it leaves desc.free_bytes of the budget free for the caller's own tensors made after
-   the plan. lwo_linear's per-shape graphs and whole-pass graphs take no VRAM of the budget. Nothing
-   lwo makes grows after a plan (a call with more rows than declared runs in row chunks; a weight
-   created after the plan is placed by the next one). Where the budget cannot hold a plan it fails
-   with LWO_ERROR_OUT_OF_BUDGET, and its message and lwo_stats.plan_min_budget give the smallest
-   lwo_desc.vram_budget that holds one (the same tensors and weights made in the same order).
-   Called again after passes in the learned order, it is timed against them (each use's compute
-   time in the last pass, and the streamed copies' rate): run two passes first, since the first
-   loads the GEMM modules and its timings are the host's, not the GPU's. Not inside a pass. */
-typedef struct lwo_streaming_desc {
-    uint64_t max_rows;     /* the most rows of x (tokens) any lwo_linear on the planned weights gets: the
-                              workspace and split area are reserved for every call up to it. 0 = the
-                              workspace lwo_linear has grown so far, and at least what a call in
-                              chunks of 64 rows needs (run a pass before planning, or declare it) */
-    uint64_t free_bytes;   /* bytes of the budget kept free for tensors the caller makes after the plan
-                              (activations, say). 0 = none */
-} lwo_streaming_desc;
-LWO_API lwo_result lwo_streaming_plan(lwo_context *ctx, const lwo_streaming_desc *desc);   /* NULL: zero desc */
-LWO_API lwo_result lwo_pass_begin(lwo_context *ctx);
-/* Ends a pass. Weights still acquired are released (as if lwo_weight_release on the compute stream). */
-LWO_API lwo_result lwo_pass_end(lwo_context *ctx);
-/* After any failed call inside a pass (or a whole-pass capture): ends the pass without learning or
-   timing anything from it, releases every weight it held acquired (their slots are free once the
-   work already queued on the compute stream is done), ends an open lwo_graph_capture_begin (no
-   graph is made), and waits for the streams. The context is then as usable as before the pass: the
-   next pass, plan or capture runs as if the failed pass had not been. No-op outside a pass and
-   capture. A sticky CUDA error (an illegal address in a kernel) is not recoverable: the driver
-   context is lost, and every later call reports it. */
-LWO_API lwo_result lwo_pass_abort(lwo_context *ctx);
-
-/* A whole pass, streamed transfers included, as one CUDA graph: capture begins after the compute
-   stream is idle and records everything enqueued on it (and the transfers it waits on) until
-   capture_end. Needs pinned or registered host homes (graphs cannot copy from pageable memory).
-   Run the pass once before capturing it: the first use of a GEMM format loads its module and
-   lwo_linear may grow its workspace, and neither can happen inside a capture (a workspace that
-   would grow is LWO_ERROR_INVALID_ARGUMENT, saying so). */
-typedef struct lwo_graph lwo_graph;
-LWO_API lwo_result lwo_graph_capture_begin(lwo_context *ctx);
-LWO_API lwo_result lwo_graph_capture_end(lwo_context *ctx, lwo_graph **out);
-LWO_API lwo_result lwo_graph_launch(lwo_context *ctx, lwo_graph *g);
-LWO_API void lwo_graph_destroy(lwo_context *ctx, lwo_graph *g);
-/* Host-to-device bytes one launch of g streams (lwo_stats.bytes_streamed grows by this per launch;
-   the capture itself counts nothing). 0 for NULL. */
-LWO_API uint64_t lwo_graph_bytes_streamed(const lwo_graph *g);
+LWO_API lwo_result lwo_context_get_info(lwo_context *ctx, lwo_context_info *out);
 
 #ifdef __cplusplus
 }
@@ -2572,16 +2631,14 @@ static void lwo__arena_free(lwo_context *ctx, uint64_t off, uint64_t size) {
     ctx->nfree++;
 }
 
-LWO_DEF lwo_result lwo_memory_stats_get(lwo_context *ctx, lwo_memory_stats *out) {
+/* The arena's use, for lwo_context_get_info. */
+static void lwo__memory_stats(const lwo_context *ctx, lwo_memory_stats *out) {
     size_t i;
-    LWO__ENTER(ctx);
-    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
     out->budget = ctx->arena_size;
     out->in_use = ctx->arena_used;
     out->peak = ctx->arena_peak;
     out->largest_free = 0;
     for (i = 0; i < ctx->nfree; i++) if (ctx->free_list[i].size > out->largest_free) out->largest_free = ctx->free_list[i].size;
-    return LWO_SUCCESS;
 }
 
 LWO_DEF lwo_result lwo_host_alloc(lwo_context *ctx, uint64_t bytes, void **out) {
@@ -2747,7 +2804,7 @@ static void lwo__home_free(lwo_context *ctx, lwo__home *h) {
 /* ==== 6. Tensors ============================================================================= */
 static const struct { const char *name; size_t size; } lwo__dtypes[LWO_DTYPE_COUNT] = {
     { "invalid", 0 }, { "f32", 4 }, { "f16", 2 }, { "bf16", 2 }, { "f8_e4m3", 1 }, { "f8_e5m2", 1 },
-    { "i8", 1 }, { "u8", 1 }, { "i32", 4 },
+    { "i8", 1 }, { "u8", 1 }, { "i32", 4 }, { "f64", 8 }, { "i64", 8 }, { "i16", 2 }, { "bool", 1 },
 };
 
 LWO_DEF size_t lwo_dtype_size(lwo_dtype t) { return (t > 0 && t < LWO_DTYPE_COUNT) ? lwo__dtypes[t].size : 0; }
@@ -3047,7 +3104,7 @@ LWO_DEF lwo_result lwo_event_elapsed_ms(lwo_context *ctx, lwo_event *start, lwo_
 }
 
 /* ---- the caller's own kernels ---- */
-LWO_DEF lwo_result lwo_module_compile(lwo_context *ctx, const char *source, const char *name,
+LWO_DEF lwo_result lwo_module_create(lwo_context *ctx, const char *source, const char *name,
                                       const char *const *options, lwo_module **out) {
     lwo_result r;
     lwo_module *m;
@@ -3072,24 +3129,26 @@ LWO_DEF void lwo_module_destroy(lwo_context *ctx, lwo_module *m) {
         if (*pp == m) { *pp = m->next; ctx->cu.cuCtxSetCurrent(ctx->cuctx); lwo__module_free(ctx, m); return; }
 }
 
-LWO_DEF lwo_result lwo_launch(lwo_context *ctx, lwo_stream *s, lwo_module *m, const char *kernel, const unsigned grid[3],
-                              const unsigned block[3], unsigned shared_bytes, void **args) {
+LWO_DEF lwo_result lwo_launch(lwo_context *ctx, const lwo_launch_desc *d) {
     lwo__CUstream cs = NULL;
     lwo__CUfunction fn;
     lwo_result r;
+    unsigned g[3], b[3];
+    int i;
     LWO__ENTER(ctx);
-    LWO__GET_STREAM(ctx, s, cs);
-    if (!m || m->magic != LWO__MAGIC_MODULE || m->ctx != ctx) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'm' is not a live module of this context");
-    if (!kernel) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'kernel' is NULL");
-    if (!grid || !block || !grid[0] || !grid[1] || !grid[2] || !block[0] || !block[1] || !block[2])
-        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'grid' or 'block' is NULL or has a zero dimension");
-    if ((r = lwo__module_function(ctx, m, kernel, &fn)) != 0) return r;
-    if (shared_bytes > 48u * 1024u) {
-        if ((int)shared_bytes > ctx->info.max_smem_per_block)
-            return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'shared_bytes' (%u) exceeds the device's %d", shared_bytes, ctx->info.max_smem_per_block);
-        LWO__CU(ctx, cuFuncSetAttribute(fn, LWO__CU_FUNC_ATTR_MAX_DYNAMIC_SMEM, (int)shared_bytes));
+    if (!d) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_launch: argument 'desc' is NULL");
+    LWO__GET_STREAM(ctx, d->stream, cs);
+    if (!d->module || d->module->magic != LWO__MAGIC_MODULE || d->module->ctx != ctx)
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_launch: desc.module is not a live module of this context");
+    if (!d->kernel) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_launch: desc.kernel is NULL");
+    for (i = 0; i < 3; i++) { g[i] = d->grid[i] ? d->grid[i] : 1; b[i] = d->block[i] ? d->block[i] : 1; }
+    if ((r = lwo__module_function(ctx, d->module, d->kernel, &fn)) != 0) return r;
+    if (d->shared_bytes > 48u * 1024u) {
+        if ((int)d->shared_bytes > ctx->info.max_smem_per_block)
+            return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_launch: desc.shared_bytes (%u) exceeds the device's %d", d->shared_bytes, ctx->info.max_smem_per_block);
+        LWO__CU(ctx, cuFuncSetAttribute(fn, LWO__CU_FUNC_ATTR_MAX_DYNAMIC_SMEM, (int)d->shared_bytes));
     }
-    return lwo__launch_fn(ctx, cs, fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_bytes, args, kernel);
+    return lwo__launch_fn(ctx, cs, fn, g[0], g[1], g[2], b[0], b[1], b[2], d->shared_bytes, d->args, d->kernel);
 }
 
 /* ==== 7. Kernels and ops ===================================================================== */
@@ -3217,14 +3276,6 @@ LWO_DEF float lwo_ref_fp8_scale(const void *src, lwo_dtype st, uint64_t n, lwo_d
     return a > 0.0f ? a / lwo__fp8_max(fp8) : (a == 0.0f ? 1.0f : a);
 }
 
-LWO_DEF lwo_result lwo_ref_quantize_fp8(const void *src, lwo_dtype st, uint8_t *dst, lwo_dtype fp8, uint64_t n, float scale) {
-    uint64_t i;
-    float inv = 1.0f / scale;
-    if (!src || !dst || !lwo__is_float(st) || !lwo__is_fp8(fp8)) return LWO_ERROR_INVALID_ARGUMENT;
-    for (i = 0; i < n; i++) dst[i] = lwo_ref_f32_to_fp8(lwo_ref_load(src, st, i) * inv, fp8);
-    return LWO_SUCCESS;
-}
-
 /* The per-row quantizer both W8A8 references share: v = x / smooth; scale = absmax(v) / qmax (1 for
    an all-zero row); q = code(v * (1/scale)), int8 (saturating, qmax 127) or e4m3 (qmax 448); zero
    past k. The absmax skips NaN, as the GPU's fmaxf does. */
@@ -3252,10 +3303,18 @@ static void lwo__ref_quantize_rows(const void *x, lwo_dtype xt, uint64_t rows, u
     }
 }
 
-LWO_DEF lwo_result lwo_ref_quantize_int8_rows(const void *w, lwo_dtype wt, uint64_t rows, uint64_t k, const float *smooth,
-                                              int8_t *q, uint64_t kq, float *scales) {
-    if (!w || !q || !scales || !lwo__is_float(wt) || kq < k) return LWO_ERROR_INVALID_ARGUMENT;
-    lwo__ref_quantize_rows(w, wt, rows, k, smooth, 0, (uint8_t *)q, kq, scales);
+LWO_DEF lwo_result lwo_ref_quantize(const lwo_ref_quantize_desc *d) {
+    uint64_t i, n, kq;
+    if (!d || !d->src || !d->dst || !lwo__is_float(d->src_dtype)) return LWO_ERROR_INVALID_ARGUMENT;
+    if (!d->per_row) {
+        float inv = 1.0f / d->scale;
+        if (!lwo__is_fp8(d->dst_dtype) || !lwo__mul_ok(d->rows ? d->rows : 1, d->cols, &n)) return LWO_ERROR_INVALID_ARGUMENT;
+        for (i = 0; i < n; i++) ((uint8_t *)d->dst)[i] = lwo_ref_f32_to_fp8(lwo_ref_load(d->src, d->src_dtype, i) * inv, d->dst_dtype);
+        return LWO_SUCCESS;
+    }
+    kq = d->dst_cols ? d->dst_cols : d->cols;
+    if (!d->scales || kq < d->cols || (d->dst_dtype != LWO_DTYPE_I8 && d->dst_dtype != LWO_DTYPE_F8_E4M3)) return LWO_ERROR_INVALID_ARGUMENT;
+    lwo__ref_quantize_rows(d->src, d->src_dtype, d->rows, d->cols, d->smooth, d->dst_dtype == LWO_DTYPE_F8_E4M3, (uint8_t *)d->dst, kq, d->scales);
     return LWO_SUCCESS;
 }
 
@@ -3317,8 +3376,14 @@ LWO_DEF lwo_result lwo_ref_hadamard(float *v, uint64_t n, int block) {
     return LWO_SUCCESS;
 }
 
-LWO_DEF lwo_result lwo_ref_prep_rows(const void *x, lwo_dtype xt, uint64_t rows, uint64_t k, const int32_t *perm,
-                                     const float *smooth, int weight, int hadamard, float *out, uint64_t kq) {
+LWO_DEF lwo_result lwo_ref_prep_rows(const lwo_ref_prep_desc *d) {
+    const void *x = d ? d->x : NULL;
+    const lwo_dtype xt = d ? d->x_dtype : LWO_DTYPE_INVALID;
+    const uint64_t rows = d ? d->rows : 0, k = d ? d->cols : 0, kq = d ? d->out_cols : 0;
+    const int32_t *perm = d ? d->perm : NULL;
+    const float *smooth = d ? d->smooth : NULL;
+    const int weight = d ? d->weight : 0, hadamard = d ? d->hadamard : 0;
+    float *out = d ? d->out : NULL;
     int l = hadamard ? lwo__hadamard_log(hadamard) : 0;
     uint64_t b, kr, r, j, at, prev;
     if (!x || !out || !lwo__is_float(xt) || l < 0) return LWO_ERROR_INVALID_ARGUMENT;
@@ -3384,28 +3449,23 @@ LWO_DEF lwo_result lwo_convert(lwo_context *ctx, lwo_stream *s, const lwo_tensor
     if (!(lwo__is_float(src->dtype) || lwo__is_fp8(src->dtype)))
         return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_convert: argument 'src' has dtype %s; it must be f32, f16, bf16, f8_e4m3 or f8_e5m2", lwo_dtype_name(src->dtype));
     if (!lwo__is_float(dst->dtype))
-        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_convert: argument 'dst' has dtype %s; it must be f32, f16 or bf16 (use lwo_quantize_fp8 for fp8)", lwo_dtype_name(dst->dtype));
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_convert: argument 'dst' has dtype %s; it must be f32, f16 or bf16 (lwo_quantize makes fp8)", lwo_dtype_name(dst->dtype));
     if (src->numel != dst->numel)
         return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_convert: 'src' has %llu elements, 'dst' %llu", (unsigned long long)src->numel, (unsigned long long)dst->numel);
     return lwo__convert_launch(ctx, cs, src->ptr, src->dtype, dst->ptr, dst->dtype, src->numel, scale, 0, "lwo_k_convert");
 }
 
-LWO_DEF lwo_result lwo_quantize_fp8(lwo_context *ctx, lwo_stream *s, const lwo_tensor *src, lwo_tensor *dst, lwo_tensor *scale, int compute_scale) {
-    lwo__CUstream cs = NULL;
+/* Per tensor: dst (fp8) = sat(src * (1 / scale)), the scale first computed on the GPU when asked. */
+static lwo_result lwo__quantize_tensor(lwo_context *ctx, lwo__CUstream cs, const lwo_tensor *src, lwo_tensor *dst, lwo_tensor *scale,
+                                       int compute_scale) {
     char name[64];
     lwo_result r;
     int vec_ok;
     uint64_t n;
     void *args[5];
-    LWO__ENTER(ctx);
-    LWO__CHECK_TENSOR(ctx, src);
-    LWO__CHECK_TENSOR(ctx, dst);
-    LWO__CHECK_TENSOR(ctx, scale);
-    LWO__GET_STREAM(ctx, s, cs);
-    if (!lwo__is_float(src->dtype)) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize_fp8: argument 'src' has dtype %s; it must be f32, f16 or bf16", lwo_dtype_name(src->dtype));
-    if (!lwo__is_fp8(dst->dtype)) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize_fp8: argument 'dst' has dtype %s; it must be f8_e4m3 or f8_e5m2", lwo_dtype_name(dst->dtype));
-    if (scale->dtype != LWO_DTYPE_F32 || scale->numel != 1) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize_fp8: argument 'scale' must be an f32 tensor of one element");
-    if (src->numel != dst->numel) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize_fp8: 'src' has %llu elements, 'dst' %llu", (unsigned long long)src->numel, (unsigned long long)dst->numel);
+    if (!lwo__is_fp8(dst->dtype)) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize: desc.dst has dtype %s; per tensor it must be f8_e4m3 or f8_e5m2", lwo_dtype_name(dst->dtype));
+    if (scale->dtype != LWO_DTYPE_F32 || scale->numel != 1) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize: desc.scales must be an f32 tensor of one element per tensor");
+    if (src->numel != dst->numel) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize: desc.src has %llu elements, desc.dst %llu", (unsigned long long)src->numel, (unsigned long long)dst->numel);
     n = src->numel;
     if (compute_scale) {
         float fmax = lwo__fp8_max(dst->dtype);
@@ -3503,40 +3563,38 @@ static lwo_result lwo__rowq_launch(lwo_context *ctx, lwo__CUstream cs, lwo__CUde
 }
 
 /* The checks of the public per-row quantizers (per output channel, per token). */
+/* Per row: q (i8 or e4m3) and scales from x [rows, K], divided by smooth first when given. */
 static lwo_result lwo__quantize_rows(lwo_context *ctx, lwo__CUstream cs, const lwo_tensor *x, const lwo_tensor *smooth,
-                                     lwo_tensor *q, lwo_tensor *scales, const char *fn) {
+                                     lwo_tensor *q, lwo_tensor *scales) {
     uint64_t rows, K, Kq;
-    if (!lwo__is_float(x->dtype)) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "%s: the input has dtype %s; it must be f32, f16 or bf16", fn, lwo_dtype_name(x->dtype));
-    if (x->ndim != 2 || q->ndim != 2) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "%s: the input and 'q' must be 2-D [rows, K]", fn);
-    if (q->dtype != LWO_DTYPE_I8) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "%s: argument 'q' has dtype %s; it must be i8", fn, lwo_dtype_name(q->dtype));
+    if (x->ndim != 2 || q->ndim != 2) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize: per row, desc.src and desc.dst must be 2-D [rows, K]");
+    if (q->dtype != LWO_DTYPE_I8 && q->dtype != LWO_DTYPE_F8_E4M3)
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize: desc.dst has dtype %s; per row it must be i8 or f8_e4m3", lwo_dtype_name(q->dtype));
     rows = x->shape[0]; K = x->shape[1]; Kq = q->shape[1];
-    if (q->shape[0] != rows || Kq < K) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "%s: 'q' is [%llu, %llu]; it must be [%llu, >= %llu]", fn,
+    if (q->shape[0] != rows || Kq < K) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize: desc.dst is [%llu, %llu]; it must be [%llu, >= %llu]",
                                                         (unsigned long long)q->shape[0], (unsigned long long)Kq, (unsigned long long)rows, (unsigned long long)K);
-    if (scales->dtype != LWO_DTYPE_F32 || scales->numel != rows) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "%s: argument 'scales' must be f32 with %llu elements", fn, (unsigned long long)rows);
-    if (smooth && (smooth->dtype != LWO_DTYPE_F32 || smooth->numel != K)) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "%s: argument 'smooth' must be f32 with %llu elements", fn, (unsigned long long)K);
-    if (rows > 0x7fffffffu) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "%s: %llu rows is more than one launch takes", fn, (unsigned long long)rows);
-    return lwo__rowq_launch(ctx, cs, x->ptr, x->dtype, rows, K, 0, smooth ? smooth->ptr : 0, 0, 0, 0, q->ptr, Kq, scales->ptr);
+    if (scales->dtype != LWO_DTYPE_F32 || scales->numel != rows) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize: desc.scales must be f32 with %llu elements", (unsigned long long)rows);
+    if (smooth && (smooth->dtype != LWO_DTYPE_F32 || smooth->numel != K)) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize: desc.smooth must be f32 with %llu elements", (unsigned long long)K);
+    if (rows > 0x7fffffffu) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize: %llu rows is more than one launch takes", (unsigned long long)rows);
+    return lwo__rowq_launch(ctx, cs, x->ptr, x->dtype, rows, K, 0, smooth ? smooth->ptr : 0, 0, 0, q->dtype == LWO_DTYPE_F8_E4M3, q->ptr, Kq, scales->ptr);
 }
 
-LWO_DEF lwo_result lwo_quantize_int8_rows(lwo_context *ctx, lwo_stream *s, const lwo_tensor *w, lwo_tensor *q, lwo_tensor *scales) {
+LWO_DEF lwo_result lwo_quantize(lwo_context *ctx, const lwo_quantize_desc *d) {
     lwo__CUstream cs = NULL;
+    lwo_result r;
     LWO__ENTER(ctx);
-    LWO__CHECK_TENSOR(ctx, w);
-    LWO__CHECK_TENSOR(ctx, q);
-    LWO__CHECK_TENSOR(ctx, scales);
-    LWO__GET_STREAM(ctx, s, cs);
-    return lwo__quantize_rows(ctx, cs, w, NULL, q, scales, "lwo_quantize_int8_rows");
-}
-
-LWO_DEF lwo_result lwo_quantize_act_int8(lwo_context *ctx, lwo_stream *s, const lwo_tensor *x, const lwo_tensor *smooth, lwo_tensor *q, lwo_tensor *scales) {
-    lwo__CUstream cs = NULL;
-    LWO__ENTER(ctx);
-    LWO__CHECK_TENSOR(ctx, x);
-    if (smooth) LWO__CHECK_TENSOR(ctx, smooth);
-    LWO__CHECK_TENSOR(ctx, q);
-    LWO__CHECK_TENSOR(ctx, scales);
-    LWO__GET_STREAM(ctx, s, cs);
-    return lwo__quantize_rows(ctx, cs, x, smooth, q, scales, "lwo_quantize_act_int8");
+    if (!d) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize: argument 'desc' is NULL");
+    if ((r = lwo__check_tensor(ctx, d->src, "desc.src")) != 0 || (r = lwo__check_tensor(ctx, d->dst, "desc.dst")) != 0 ||
+        (r = lwo__check_tensor(ctx, d->scales, "desc.scales")) != 0 || (d->smooth && (r = lwo__check_tensor(ctx, d->smooth, "desc.smooth")) != 0))
+        return r;
+    LWO__GET_STREAM(ctx, d->stream, cs);
+    if (!lwo__is_float(d->src->dtype))
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize: desc.src has dtype %s; it must be f32, f16 or bf16", lwo_dtype_name(d->src->dtype));
+    if (!d->per_row) {
+        if (d->smooth) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize: desc.smooth applies per row only");
+        return lwo__quantize_tensor(ctx, cs, d->src, d->dst, d->scales, d->compute_scale);
+    }
+    return lwo__quantize_rows(ctx, cs, d->src, d->smooth, d->dst, d->scales);
 }
 
 /* ---- weights, GEMMs and lwo_linear ---- */
@@ -3598,9 +3656,9 @@ static void lwo__weight_graphs_free(lwo_context *ctx, lwo_weight *w) {
 }
 #define LWO__KPAD 64u
 
-static const char *lwo__format_name(lwo_format f) {
-    static const char *const n[LWO_FORMAT_COUNT] = { "bf16", "f16", "fp8_e4m3", "fp8_e5m2", "int8", "fp8_e4m3_w8a8" };
-    return (f >= 0 && f < LWO_FORMAT_COUNT) ? n[f] : "invalid";
+LWO_DEF const char *lwo_format_name(lwo_format f) {
+    static const char *const n[LWO_FORMAT_COUNT] = { "keep", "bf16", "f16", "fp8_e4m3", "fp8_e5m2", "int8", "fp8_e4m3_w8a8", "f32" };
+    return ((unsigned)f < (unsigned)LWO_FORMAT_COUNT) ? n[f] : "invalid";
 }
 static int lwo__format_w8a8(lwo_format f) { return f == LWO_FORMAT_INT8 || f == LWO_FORMAT_FP8_E4M3_W8A8; }
 static int lwo__format_upcast(lwo_format f) { return f == LWO_FORMAT_FP8_E4M3 || f == LWO_FORMAT_FP8_E5M2; }
@@ -3611,7 +3669,21 @@ static lwo_dtype lwo__format_dtype(lwo_format f) {
     case LWO_FORMAT_F16: return LWO_DTYPE_F16;
     case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E4M3_W8A8: return LWO_DTYPE_F8_E4M3;
     case LWO_FORMAT_FP8_E5M2: return LWO_DTYPE_F8_E5M2;
-    default: return LWO_DTYPE_I8;
+    case LWO_FORMAT_INT8: return LWO_DTYPE_I8;
+    case LWO_FORMAT_F32: return LWO_DTYPE_F32;
+    default: return LWO_DTYPE_INVALID;   /* KEEP: no dtype of its own */
+    }
+}
+/* A weight desc's format with KEEP resolved: the data's own (f32, and anything without a format of
+   its own, as BF16, the nearest lwo stores); any other value as it is (lwo__weight_validate judges). */
+static lwo_format lwo__weight_format(const lwo_weight_desc *d) {
+    if (d->format != LWO_FORMAT_KEEP) return d->format;
+    switch (d->data_dtype) {
+    case LWO_DTYPE_F16: return LWO_FORMAT_F16;
+    case LWO_DTYPE_F8_E4M3: return LWO_FORMAT_FP8_E4M3;
+    case LWO_DTYPE_F8_E5M2: return LWO_FORMAT_FP8_E5M2;
+    case LWO_DTYPE_I8: return LWO_FORMAT_INT8;
+    default: return LWO_FORMAT_BF16;
     }
 }
 /* The stored row length: cols rounded up to a multiple of 64 and, with a Hadamard block of 2^hlog
@@ -3621,9 +3693,13 @@ static uint64_t lwo__kpad(uint64_t cols, int hlog) {
     return (cols + a - 1) / a * a;
 }
 
-LWO_DEF lwo_result lwo_ref_linear(const void *x, lwo_dtype xt, uint64_t ldx, const void *w, lwo_dtype wt, uint64_t ldw,
-                                  uint64_t M, uint64_t N, uint64_t K, const float *sx, const float *sw,
-                                  const float *bias, void *y, lwo_dtype yt) {
+LWO_DEF lwo_result lwo_ref_linear(const lwo_ref_linear_desc *d) {
+    const void *x = d ? d->x : NULL, *w = d ? d->w : NULL;
+    void *y = d ? d->y : NULL;
+    const lwo_dtype xt = d ? d->x_dtype : LWO_DTYPE_INVALID, wt = d ? d->w_dtype : LWO_DTYPE_INVALID, yt = d ? d->y_dtype : LWO_DTYPE_INVALID;
+    const uint64_t M = d ? d->M : 0, N = d ? d->N : 0, K = d ? d->K : 0;
+    const uint64_t ldx = d && d->ldx ? d->ldx : K, ldw = d && d->ldw ? d->ldw : K;
+    const float *sx = d ? d->x_scales : NULL, *sw = d ? d->w_scales : NULL, *bias = d ? d->bias : NULL;
     uint64_t m, n, k;
     int exact = xt == LWO_DTYPE_I8 && wt == LWO_DTYPE_I8;
     if (!x || !w || !y || !lwo__is_float(yt) || ldx < K || ldw < K) return LWO_ERROR_INVALID_ARGUMENT;
@@ -3651,13 +3727,6 @@ LWO_DEF lwo_result lwo_ref_linear(const void *x, lwo_dtype xt, uint64_t ldx, con
     return LWO_SUCCESS;
 }
 
-LWO_DEF lwo_result lwo_ref_quantize_fp8_rows(const void *x, lwo_dtype xt, uint64_t rows, uint64_t k,
-                                             const float *smooth, uint8_t *q, uint64_t kq, float *scales) {
-    if (!x || !q || !scales || !lwo__is_float(xt) || kq < k) return LWO_ERROR_INVALID_ARGUMENT;
-    lwo__ref_quantize_rows(x, xt, rows, k, smooth, 1, q, kq, scales);
-    return LWO_SUCCESS;
-}
-
 /* Every check of a weight desc that needs no GPU; cc = compute capability * 10 (e.g. 90). */
 static lwo_result lwo__weight_validate(lwo_context *ctx, const lwo_weight_desc *d, int cc) {
     lwo_dtype dt;
@@ -3670,19 +3739,20 @@ static lwo_result lwo__weight_validate(lwo_context *ctx, const lwo_weight_desc *
         return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.rows x desc.cols (%llu x %llu) is too large",
                          (unsigned long long)d->rows, (unsigned long long)d->cols);
     if (!d->data) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.data is NULL");
-    if ((int)d->format < 0 || d->format >= LWO_FORMAT_COUNT)
-        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.format (%d) is not a valid lwo_format", (int)d->format);
+    if ((int)d->format <= (int)LWO_FORMAT_KEEP || d->format >= LWO_FORMAT_F32)
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.format (%d, %s) is not a weight's format%s", (int)d->format,
+                         lwo_format_name(d->format), d->format == LWO_FORMAT_F32 ? ": lwo stores no weight as f32 (BF16 is the nearest)" : "");
     if (!(lwo__is_float(dt) || lwo__is_fp8(dt) || dt == LWO_DTYPE_I8))
         return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.data_dtype %s is not f32, f16, bf16, f8_e4m3, f8_e5m2 or i8", lwo_dtype_name(dt));
     if (dt == LWO_DTYPE_I8 && d->format != LWO_FORMAT_INT8)
-        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.data_dtype i8 needs desc.format LWO_FORMAT_INT8 (got %s)", lwo__format_name(d->format));
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.data_dtype i8 needs desc.format LWO_FORMAT_INT8 (got %s)", lwo_format_name(d->format));
     if (dt == LWO_DTYPE_I8 && !d->row_scales)
         return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.row_scales is NULL; i8 data needs its per-row scales");
     if (lwo__is_fp8(dt)) {
         int ok = (dt == LWO_DTYPE_F8_E4M3 && (d->format == LWO_FORMAT_FP8_E4M3 || d->format == LWO_FORMAT_FP8_E4M3_W8A8)) ||
                  (dt == LWO_DTYPE_F8_E5M2 && d->format == LWO_FORMAT_FP8_E5M2);
         if (!ok) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.data_dtype %s does not match desc.format %s (pre-quantized data must be stored as is)",
-                                  lwo_dtype_name(dt), lwo__format_name(d->format));
+                                  lwo_dtype_name(dt), lwo_format_name(d->format));
     }
     if (!(d->scale >= 0.0f) || d->scale > 3.0e38f)
         return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.scale must be 0 (meaning 1) or a positive finite number");
@@ -3693,7 +3763,7 @@ static lwo_result lwo__weight_validate(lwo_context *ctx, const lwo_weight_desc *
     if (d->bias && !lwo__is_float(d->bias_dtype ? d->bias_dtype : LWO_DTYPE_F32))
         return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.bias_dtype %s is not f32, f16 or bf16", lwo_dtype_name(d->bias_dtype));
     if (d->smooth && !lwo__format_w8a8(d->format))
-        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.smooth applies to the W8A8 formats only (format is %s)", lwo__format_name(d->format));
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.smooth applies to the W8A8 formats only (format is %s)", lwo_format_name(d->format));
     if (d->smooth) {
         uint64_t k;
         for (k = 0; k < d->cols; k++)
@@ -3702,7 +3772,7 @@ static lwo_result lwo__weight_validate(lwo_context *ctx, const lwo_weight_desc *
     }
     if ((d->perm || d->hadamard) && !lwo__format_w8a8(d->format))
         return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.%s applies to the W8A8 formats only (format is %s)",
-                         d->perm ? "perm" : "hadamard", lwo__format_name(d->format));
+                         d->perm ? "perm" : "hadamard", lwo_format_name(d->format));
     if ((d->perm || d->hadamard) && !lwo__is_float(dt))
         return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.%s needs f32, f16 or bf16 data (got %s): lwo permutes and rotates W "
                          "before it quantizes it, and pre-quantized data cannot be rotated", d->perm ? "perm" : "hadamard", lwo_dtype_name(dt));
@@ -3808,7 +3878,7 @@ static lwo_result lwo__weight_build(lwo_context *ctx, const lwo_weight_desc *d, 
         } else {
             if ((r = lwo__tensor2(ctx, LWO_DTYPE_F32, N, Kp, &tmp)) != 0) goto done;
             if ((r = lwo__pad_launch(ctx, cs, src->ptr, dt, N, K, 0, tmp->ptr, LWO_DTYPE_F32, Kp)) != 0) goto done;
-            r = lwo_quantize_fp8(ctx, NULL, tmp, w->data, w->scales, 1);
+            r = lwo__quantize_tensor(ctx, cs, tmp, w->data, w->scales, 1);
         }
         break;
     }
@@ -3968,15 +4038,20 @@ static lwo_result lwo__weight_check_borrow(lwo_context *ctx, const lwo_weight_de
     return LWO_SUCCESS;
 }
 
-LWO_DEF lwo_result lwo_weight_create(lwo_context *ctx, const lwo_weight_desc *desc, lwo_weight **out) {
+LWO_DEF lwo_result lwo_weight_create(lwo_context *ctx, const lwo_weight_desc *user_desc, lwo_weight **out) {
+    lwo_weight_desc resolved;
+    const lwo_weight_desc *desc = &resolved;
     lwo_weight *w;
     lwo_result r;
     LWO__ENTER(ctx);
     if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: argument 'out' is NULL");
     *out = NULL;
+    if (!user_desc) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: argument 'desc' is NULL");
+    resolved = *user_desc;
+    resolved.format = lwo__weight_format(user_desc);
     if ((r = lwo__weight_validate(ctx, desc, ctx->info.cc_major * 10 + ctx->info.cc_minor)) != 0) return r;
-    if (desc->placement < LWO_PLACE_RESIDENT || desc->placement > LWO_PLACE_STREAMED)
-        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.placement (%d) is not an lwo_placement", desc->placement);
+    if ((int)desc->placement < (int)LWO_PLACE_RESIDENT || (int)desc->placement > (int)LWO_PLACE_STREAMED)
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.placement (%d) is not an lwo_placement", (int)desc->placement);
     if (desc->borrow_host && (r = lwo__weight_check_borrow(ctx, desc)) != 0) return r;
     w = (lwo_weight *)LWO_MALLOC(sizeof *w);
     if (!w) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
@@ -4112,7 +4187,7 @@ static lwo_result lwo__linear_space(lwo_context *ctx, const lwo_weight *w, uint6
             if (*rows == 0)
                 return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET,
                                  "lwo_linear: a %llu x %llu %s weight needs %llu bytes of workspace (%llu for all %llu rows of x), and the "
-                                 "workspace has %llu: %s", (unsigned long long)N, (unsigned long long)Kp, lwo__format_name(f),
+                                 "workspace has %llu: %s", (unsigned long long)N, (unsigned long long)Kp, lwo_format_name(f),
                                  (unsigned long long)least, (unsigned long long)full, (unsigned long long)M, (unsigned long long)ctx->ws_size,
                                  ctx->planned && w->planned ? "more than the last lwo_streaming_plan reserved"
                                  : ctx->planned ? "the weight was made after the last lwo_streaming_plan, which reserves the workspace, and the arena has no room; plan again"
@@ -4442,8 +4517,8 @@ static void lwo__reserve_add(const lwo_context *ctx, lwo__reserve *rv, lwo_forma
 static int lwo__weight_shape_ok(const lwo_weight_desc *d) {
     uint64_t n;
     return d && d->rows && d->cols && d->rows <= 0x7fffffffull * 64u && d->cols <= ((uint64_t)1 << 31) &&
-           lwo__mul_ok(d->rows, d->cols + 256u, &n) && n <= ((uint64_t)1 << 40) && (int)d->format >= 0 &&
-           d->format < LWO_FORMAT_COUNT && (!d->hadamard || lwo__hadamard_log(d->hadamard) > 0);
+           lwo__mul_ok(d->rows, d->cols + 256u, &n) && n <= ((uint64_t)1 << 40) && (int)lwo__weight_format(d) > (int)LWO_FORMAT_KEEP &&
+           lwo__weight_format(d) < LWO_FORMAT_F32 && (!d->hadamard || lwo__hadamard_log(d->hadamard) > 0);
 }
 
 LWO_DEF uint64_t lwo_linear_workspace_bytes(lwo_context *ctx, const lwo_weight_desc *descs, size_t count, uint64_t max_rows) {
@@ -4453,7 +4528,7 @@ LWO_DEF uint64_t lwo_linear_workspace_bytes(lwo_context *ctx, const lwo_weight_d
     for (i = 0; i < count; i++) {
         const lwo_weight_desc *d = &descs[i];
         if (!lwo__weight_shape_ok(d)) return 0;
-        lwo__reserve_add(ctx, &rv, d->format, d->rows, d->cols, lwo__kpad(d->cols, d->hadamard ? lwo__hadamard_log(d->hadamard) : 0), max_rows);
+        lwo__reserve_add(ctx, &rv, lwo__weight_format(d), d->rows, d->cols, lwo__kpad(d->cols, d->hadamard ? lwo__hadamard_log(d->hadamard) : 0), max_rows);
     }
     return lwo__round_up(rv.ws, LWO__ALIGN) + rv.split;
 }
@@ -4462,9 +4537,9 @@ LWO_DEF uint64_t lwo_weight_device_bytes(const lwo_weight_desc *d) {
     uint64_t N, K, Kp, b;
     if (!lwo__weight_shape_ok(d)) return 0;
     N = d->rows; K = d->cols; Kp = lwo__kpad(K, d->hadamard ? lwo__hadamard_log(d->hadamard) : 0);
-    b = lwo__round_up(N * Kp * lwo_dtype_size(lwo__format_dtype(d->format)), LWO__ALIGN);
-    if (lwo__format_upcast(d->format)) b += LWO__ALIGN;                  /* the scale */
-    if (lwo__format_w8a8(d->format)) b += lwo__round_up(N * 4, LWO__ALIGN); /* the row scales */
+    b = lwo__round_up(N * Kp * lwo_dtype_size(lwo__format_dtype(lwo__weight_format(d))), LWO__ALIGN);
+    if (lwo__format_upcast(lwo__weight_format(d))) b += LWO__ALIGN;                  /* the scale */
+    if (lwo__format_w8a8(lwo__weight_format(d))) b += lwo__round_up(N * 4, LWO__ALIGN); /* the row scales */
     if (d->bias) b += lwo__round_up(N * 4, LWO__ALIGN);
     if (d->smooth) b += lwo__round_up(K * 4, LWO__ALIGN);
     if (d->perm) b += lwo__round_up(K * 4, LWO__ALIGN);
@@ -4505,10 +4580,15 @@ LWO_DEF lwo_result lwo_weight_release(lwo_context *ctx, lwo_stream *stream, cons
 static lwo_result lwo__linear_run(lwo_context *ctx, lwo_stream *stream, const lwo_tensor *x, const lwo_weight *w,
                                   const lwo_tensor *bias, lwo_tensor *y);
 
-LWO_DEF lwo_result lwo_linear(lwo_context *ctx, lwo_stream *stream, const lwo_tensor *x, const lwo_weight *w,
-                              const lwo_tensor *bias, lwo_tensor *y) {
+LWO_DEF lwo_result lwo_linear(lwo_context *ctx, const lwo_linear_desc *d) {
+    lwo_stream *stream;
+    const lwo_tensor *x, *bias;
+    const lwo_weight *w;
+    lwo_tensor *y;
     lwo_result r, r2;
     LWO__ENTER(ctx);
+    if (!d) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: argument 'desc' is NULL");
+    stream = d->stream; x = d->x; w = d->w; bias = d->bias; y = d->y;
     if ((r = lwo__check_weight(ctx, w)) != 0) return r;
     if (!w->item) return lwo__linear_run(ctx, stream, x, w, bias, y);
     if ((r = lwo_weight_acquire(ctx, stream, w, NULL)) != 0) return r;
@@ -4639,7 +4719,7 @@ static lwo_result lwo__linear_run(lwo_context *ctx, lwo_stream *stream, const lw
     if (y->ndim != 2 || y->shape[0] != M || y->shape[1] != N || !lwo__is_float(y->dtype))
         return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: argument 'y' must be f32, f16 or bf16 [%llu, %llu]", (unsigned long long)M, (unsigned long long)N);
     if ((w->format == LWO_FORMAT_BF16 && x->dtype != LWO_DTYPE_BF16) || (w->format == LWO_FORMAT_F16 && x->dtype != LWO_DTYPE_F16))
-        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: 'x' is %s but the weight is %s; they must match", lwo_dtype_name(x->dtype), lwo__format_name(w->format));
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: 'x' is %s but the weight is %s; they must match", lwo_dtype_name(x->dtype), lwo_format_name(w->format));
     if (bias) {
         if (!lwo__is_float(bias->dtype) || bias->numel != N)
             return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: argument 'bias' must be f32, f16 or bf16 with %llu elements", (unsigned long long)N);
@@ -4881,17 +4961,12 @@ LWO_DEF void lwo_destroy(lwo_context *ctx) {
     LWO_FREE(ctx);
 }
 
-LWO_DEF lwo_result lwo_device_info_get(lwo_context *ctx, lwo_device_info *out) {
+LWO_DEF lwo_result lwo_context_get_info(lwo_context *ctx, lwo_context_info *out) {
     LWO__ENTER(ctx);
     if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
-    *out = ctx->info;
-    return LWO_SUCCESS;
-}
-
-LWO_DEF lwo_result lwo_startup_times_get(lwo_context *ctx, lwo_startup_times *out) {
-    LWO__ENTER(ctx);
-    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
-    *out = ctx->times;
+    out->device = ctx->info;
+    out->startup = ctx->times;
+    lwo__memory_stats(ctx, &out->memory);
     return LWO_SUCCESS;
 }
 
@@ -5153,17 +5228,19 @@ static int lwo__plan_timed(lwo__plan_model *m, uint64_t room, int max_slots, lwo
     return 1;
 }
 
-LWO_DEF lwo_result lwo_plan_make(const lwo_plan_desc *desc, lwo_plan *out, char *err, size_t err_size) {
+LWO_DEF lwo_result lwo_plan_create(const lwo_plan_desc *desc, lwo_plan *out) {
     size_t i, j, n, *order = NULL, largest_i = 0;
     uint64_t *sizes = NULL, total = 0, best_stream = UINT64_MAX;
     int max_slots, best_slots = 0, timed;
     uint64_t best_slot = 0;
     uint8_t *flags = NULL, *best = NULL;
-    char dummy[1];
-    if (!err || !err_size) { err = dummy; err_size = sizeof dummy; }
-    err[0] = 0;
-    if (!desc || !out) { snprintf(err, err_size, "argument '%s' is NULL", desc ? "out" : "desc"); return LWO_ERROR_INVALID_ARGUMENT; }
+    char *err;
+    size_t err_size;
+    if (!out) return LWO_ERROR_INVALID_ARGUMENT;
     memset(out, 0, sizeof *out);
+    err = out->error;
+    err_size = sizeof out->error;
+    if (!desc) { snprintf(err, err_size, "argument 'desc' is NULL"); return LWO_ERROR_INVALID_ARGUMENT; }
     n = desc->count;
     if (n && !desc->weight_bytes) { snprintf(err, err_size, "argument 'desc->weight_bytes' is NULL"); return LWO_ERROR_INVALID_ARGUMENT; }
     max_slots = desc->max_slots > 0 ? desc->max_slots : 4;
@@ -5295,7 +5372,7 @@ invalid:
     return LWO_ERROR_INVALID_ARGUMENT;
 }
 
-LWO_DEF void lwo_plan_free(lwo_plan *plan) {
+LWO_DEF void lwo_plan_destroy(lwo_plan *plan) {
     if (!plan) return;
     LWO_FREE(plan->resident);
     memset(plan, 0, sizeof *plan);
@@ -5745,7 +5822,6 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, const lwo_streaming_desc
     uint8_t *must;
     size_t i, n, ev0 = 0, ev1 = 0, demoted = 0;
     int k;
-    char err[512];
     LWO__ENTER(ctx);
     if (!desc) { memset(&zero, 0, sizeof zero); desc = &zero; }
     if ((r = lwo__engine_get(ctx, &e)) != 0) return r;
@@ -5825,32 +5901,32 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, const lwo_streaming_desc
     }
     e->xfer_busy_ms = 0;
     e->xfer_bytes = 0;
-    r = lwo_plan_make(&pd, &plan, err, sizeof err);
+    r = lwo_plan_create(&pd, &plan);
     LWO_FREE(sizes);
-    if (r) return lwo__fail(ctx, r, "streaming plan: %s", err);
+    if (r) { lwo__fail(ctx, r, "streaming plan: %s", plan.error); lwo_plan_destroy(&plan); return r; }
     e->profiled = 0;   /* the next plan is timed against the passes that follow this one */
     ctx->stats.resident_bytes = 0;
     /* the workspace and the split area, then the ring (the one large block), then the resident weights */
-    if (rv.ws && (r = lwo__arena_alloc(ctx, rv.ws, &ctx->ws_off, &ctx->ws_size, "lwo_linear's workspace")) != 0) { lwo_plan_free(&plan); return r; }
+    if (rv.ws && (r = lwo__arena_alloc(ctx, rv.ws, &ctx->ws_off, &ctx->ws_size, "lwo_linear's workspace")) != 0) { lwo_plan_destroy(&plan); return r; }
     if (rv.split) {
         if ((r = lwo__arena_alloc(ctx, rv.split, &ctx->split_off, &ctx->split_size, "the GEMMs' split area")) != 0 ||
-            (r = lwo__split_zero(ctx, ctx->compute)) != 0) { lwo_plan_free(&plan); return r; }
+            (r = lwo__split_zero(ctx, ctx->compute)) != 0) { lwo_plan_destroy(&plan); return r; }
         /* zeroed before a GEMM on any stream reads it */
         {
             lwo__CUresult rc = ctx->cu.cuStreamSynchronize(ctx->compute);
-            if (rc) { lwo_plan_free(&plan); return lwo__cuda_fail(ctx, rc, "cuStreamSynchronize"); }
+            if (rc) { lwo_plan_destroy(&plan); return lwo__cuda_fail(ctx, rc, "cuStreamSynchronize"); }
         }
     }
     if (plan.slots > 0) {
         uint64_t bytes = (uint64_t)plan.slots * plan.slot_bytes;
-        if ((r = lwo__arena_alloc(ctx, bytes, &e->ring_arena_off, &e->ring_arena_size, "the staging ring")) != 0) { lwo_plan_free(&plan); return r; }
+        if ((r = lwo__arena_alloc(ctx, bytes, &e->ring_arena_off, &e->ring_arena_size, "the staging ring")) != 0) { lwo_plan_destroy(&plan); return r; }
         e->ring = ctx->arena + e->ring_arena_off;
         e->ring_bytes = bytes;
         e->slot_bytes = plan.slot_bytes;
         e->head = 0;
     }
     /* the resident uploads, timed: the host-to-device rate a later plan is timed with */
-    if ((r = lwo__engine_reserve(ctx, e, 2)) != 0 || (r = lwo__engine_event(ctx, e, ctx->compute, &ev0)) != 0) { lwo_plan_free(&plan); return r; }
+    if ((r = lwo__engine_reserve(ctx, e, 2)) != 0 || (r = lwo__engine_event(ctx, e, ctx->compute, &ev0)) != 0) { lwo_plan_destroy(&plan); return r; }
     for (i = 0; i < n; i++) {
         lwo__item *it = e->items[i];
         if (it->dead || (it->force != 1 && !plan.resident[i])) continue;
@@ -5862,13 +5938,13 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, const lwo_streaming_desc
             demoted++;
             continue;
         }
-        if (r) { lwo_plan_free(&plan); return r; }
+        if (r) { lwo_plan_destroy(&plan); return r; }
         it->resident = 1;
         it->dev = ctx->arena + it->arena_off;
         ctx->stats.resident_bytes += it->total;
-        if ((r = lwo__item_upload(ctx, it, it->dev, ctx->compute)) != 0) { lwo_plan_free(&plan); return r; }
+        if ((r = lwo__item_upload(ctx, it, it->dev, ctx->compute)) != 0) { lwo_plan_destroy(&plan); return r; }
     }
-    if ((r = lwo__engine_event(ctx, e, ctx->compute, &ev1)) != 0) { lwo_plan_free(&plan); return r; }
+    if ((r = lwo__engine_event(ctx, e, ctx->compute, &ev1)) != 0) { lwo_plan_destroy(&plan); return r; }
     e->live_max = 0;
     ctx->planned = 1;
     ctx->stats.plan_workspace_bytes = rv.ws;
@@ -5889,7 +5965,7 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, const lwo_streaming_desc
     if (demoted)
         lwo__log(ctx, LWO_LOG_INFO, "streaming plan: %zu weights planned resident stream instead: the arena's free room is split into blocks too small for them",
                  demoted);
-    lwo_plan_free(&plan);
+    lwo_plan_destroy(&plan);
     LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
     {
         float ms = 0;
@@ -6334,46 +6410,33 @@ typedef struct lwo__st_meta { const char *key, *value; size_t shard, order; } lw
 struct lwo_safetensors {
     lwo__st_shard *shards;
     size_t shard_count;
-    lwo_st_tensor *tensors;
+    lwo_safetensors_tensor *tensors;
     size_t count, cap;
-    const lwo_st_tensor **by_name;  /* sorted by name */
+    const lwo_safetensors_tensor **by_name;  /* sorted by name */
     lwo__st_meta *meta;             /* sorted by key after open */
     size_t meta_count, meta_cap;
     int ready;                      /* open succeeded: the indexes are valid */
     char error[768];
 };
 
-static const char *const lwo__st_dtype_names[LWO_ST_DTYPE_COUNT] = {
-    "INVALID", "F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "I64", "I32", "I16", "I8", "U8", "BOOL"
+/* The file's dtype tags, by lwo_dtype: the only place they are spelled. */
+static const char *const lwo__st_dtype_names[LWO_DTYPE_COUNT] = {
+    "INVALID", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "I8", "U8", "I32", "F64", "I64", "I16", "BOOL"
 };
-static const unsigned char lwo__st_dtype_sizes[LWO_ST_DTYPE_COUNT] = { 0, 8, 4, 2, 2, 1, 1, 8, 4, 2, 1, 1, 1 };
 
-LWO_API const char *lwo_st_dtype_name(lwo_st_dtype t) {
-    return ((unsigned)t < (unsigned)LWO_ST_DTYPE_COUNT) ? lwo__st_dtype_names[t] : "INVALID";
+static const char *lwo__st_dtype_tag(lwo_dtype t) {
+    return ((unsigned)t < (unsigned)LWO_DTYPE_COUNT) ? lwo__st_dtype_names[t] : "INVALID";
 }
-LWO_API size_t lwo_st_dtype_size(lwo_st_dtype t) {
-    return ((unsigned)t < (unsigned)LWO_ST_DTYPE_COUNT) ? lwo__st_dtype_sizes[t] : 0;
-}
-LWO_API lwo_st_dtype lwo_st_dtype_from_name(const char *name) {
+static lwo_dtype lwo__st_dtype_from_tag(const char *name) {
     int i;
-    if (!name) return LWO_ST_INVALID;
-    for (i = 1; i < (int)LWO_ST_DTYPE_COUNT; i++)
-        if (strcmp(name, lwo__st_dtype_names[i]) == 0) return (lwo_st_dtype)i;
-    return LWO_ST_INVALID;
+    if (!name) return LWO_DTYPE_INVALID;
+    for (i = 1; i < (int)LWO_DTYPE_COUNT; i++)
+        if (strcmp(name, lwo__st_dtype_names[i]) == 0) return (lwo_dtype)i;
+    return LWO_DTYPE_INVALID;
 }
-LWO_API lwo_dtype lwo_st_dtype_to_lwo(lwo_st_dtype t) {
-    switch (t) {
-    case LWO_ST_F32: return LWO_DTYPE_F32;
-    case LWO_ST_F16: return LWO_DTYPE_F16;
-    case LWO_ST_BF16: return LWO_DTYPE_BF16;
-    case LWO_ST_F8_E4M3: return LWO_DTYPE_F8_E4M3;
-    case LWO_ST_F8_E5M2: return LWO_DTYPE_F8_E5M2;
-    case LWO_ST_I8: return LWO_DTYPE_I8;
-    case LWO_ST_U8: return LWO_DTYPE_U8;
-    case LWO_ST_I32: return LWO_DTYPE_I32;
-    default: return LWO_DTYPE_INVALID;
-    }
-}
+/* t where lwo's kernels and lwo_ref_load take it; INVALID for the dtypes only checkpoints hold
+   (lwo_dtype lists those last, from F64 on). */
+static lwo_dtype lwo__st_kernel_dtype(lwo_dtype t) { return t > LWO_DTYPE_INVALID && t < LWO_DTYPE_F64 ? t : LWO_DTYPE_INVALID; }
 
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((format(printf, 2, 3)))
@@ -6386,7 +6449,7 @@ static void lwo__st_fail(lwo_safetensors *f, const char *fmt, ...) {
 }
 
 /* A tensor's shape as "2, 3" (for messages). */
-static void lwo__st_shape(const lwo_st_tensor *t, char *buf, size_t size) {
+static void lwo__st_shape(const lwo_safetensors_tensor *t, char *buf, size_t size) {
     int i;
     size_t n = 0;
     buf[0] = 0;
@@ -6576,7 +6639,7 @@ static int lwo__st_skip_value(lwo__st_parser *P, int depth) {
     char b[16];
     int c;
     const char *s;
-    if (depth > LWO_ST_MAX_JSON_DEPTH) return lwo__st_perr(P, "JSON nested deeper than %d", LWO_ST_MAX_JSON_DEPTH);
+    if (depth > LWO_SAFETENSORS_MAX_JSON_DEPTH) return lwo__st_perr(P, "JSON nested deeper than %d", LWO_SAFETENSORS_MAX_JSON_DEPTH);
     lwo__st_ws(P);
     c = lwo__st_peek(P);
     if (c == '"') { size_t keep = P->pool_used; int ok = lwo__st_string(P, &s); P->pool_used = keep; return ok; }
@@ -6631,14 +6694,14 @@ static int lwo__st_skip_value(lwo__st_parser *P, int depth) {
     return lwo__st_perr(P, "expected a JSON value, found %s", lwo__st_show(c, b));
 }
 
-static int lwo__st_push_tensor(lwo_safetensors *f, lwo_st_tensor **out) {
+static int lwo__st_push_tensor(lwo_safetensors *f, lwo_safetensors_tensor **out) {
     if (f->count == f->cap) {
         size_t nc = f->cap ? f->cap * 2 : 64;
         void *n;
-        if (nc > ((size_t)-1) / sizeof(lwo_st_tensor)) return 0;
-        n = LWO_REALLOC(f->tensors, nc * sizeof(lwo_st_tensor));
+        if (nc > ((size_t)-1) / sizeof(lwo_safetensors_tensor)) return 0;
+        n = LWO_REALLOC(f->tensors, nc * sizeof(lwo_safetensors_tensor));
         if (!n) return 0;
-        f->tensors = (lwo_st_tensor *)n;
+        f->tensors = (lwo_safetensors_tensor *)n;
         f->cap = nc;
     }
     *out = &f->tensors[f->count++];
@@ -6668,7 +6731,7 @@ static int lwo__st_push_meta(lwo_safetensors *f, const char *k, const char *v, s
 static int lwo__st_parse_tensor(lwo__st_parser *P, const char *name, size_t shard) {
     char b[16];
     int have_dtype = 0, have_shape = 0, have_off = 0;
-    lwo_st_tensor *t;
+    lwo_safetensors_tensor *t;
     uint64_t begin = 0, end = 0;
     if (!lwo__st_push_tensor(P->f, &t)) return -1;
     t->name = name;
@@ -6685,8 +6748,8 @@ static int lwo__st_parse_tensor(lwo__st_parser *P, const char *name, size_t shar
             const char *dt;
             if (have_dtype++) return lwo__st_perr(P, "tensor \"%.300s\": duplicate field \"dtype\"", name);
             if (!lwo__st_string(P, &dt)) return 0;
-            t->dtype = lwo_st_dtype_from_name(dt);
-            if (t->dtype == LWO_ST_INVALID) return lwo__st_perr(P, "tensor \"%.300s\": unknown dtype \"%.40s\"", name, dt);
+            t->dtype = lwo__st_dtype_from_tag(dt);
+            if (t->dtype == LWO_DTYPE_INVALID) return lwo__st_perr(P, "tensor \"%.300s\": unknown dtype \"%.40s\"", name, dt);
             P->pool_used = keep;
         } else if (strcmp(key, "shape") == 0) {
             if (have_shape++) return lwo__st_perr(P, "tensor \"%.300s\": duplicate field \"shape\"", name);
@@ -6695,7 +6758,7 @@ static int lwo__st_parse_tensor(lwo__st_parser *P, const char *name, size_t shar
             if (lwo__st_peek(P) == ']') P->p++;
             else for (;;) {
                 uint64_t d;
-                if (t->ndim == LWO_ST_MAX_DIMS) return lwo__st_perr(P, "tensor \"%.300s\": more than %d dimensions", name, LWO_ST_MAX_DIMS);
+                if (t->ndim == LWO_SAFETENSORS_MAX_DIMS) return lwo__st_perr(P, "tensor \"%.300s\": more than %d dimensions", name, LWO_SAFETENSORS_MAX_DIMS);
                 if (!lwo__st_uint(P, &d, "shape")) return 0;
                 t->shape[t->ndim++] = d;
                 lwo__st_ws(P);
@@ -6726,7 +6789,7 @@ static int lwo__st_parse_tensor(lwo__st_parser *P, const char *name, size_t shar
         return lwo__st_perr(P, "tensor \"%.300s\": data_offsets [%llu, %llu] are reversed", name,
                             (unsigned long long)begin, (unsigned long long)end);
     {
-        uint64_t n = 1, es = lwo_st_dtype_size(t->dtype);
+        uint64_t n = 1, es = lwo_dtype_size(t->dtype);
         int i;
         for (i = 0; i < t->ndim; i++) {
             if (t->shape[i] && n > UINT64_MAX / t->shape[i])
@@ -6738,7 +6801,7 @@ static int lwo__st_parse_tensor(lwo__st_parser *P, const char *name, size_t shar
         t->bytes = n * es;
         if (end - begin != t->bytes)
             return lwo__st_perr(P, "tensor \"%.300s\": data_offsets span %llu bytes, but %s with this shape is %llu bytes",
-                                name, (unsigned long long)(end - begin), lwo_st_dtype_name(t->dtype),
+                                name, (unsigned long long)(end - begin), lwo__st_dtype_tag(t->dtype),
                                 (unsigned long long)t->bytes);
     }
     t->offset = begin;
@@ -6782,13 +6845,13 @@ static void lwo__st_sort(void *base, size_t n, size_t size, int (*cmp)(const voi
 }
 
 static int lwo__st_cmp_offset(const void *a, const void *b) {
-    const lwo_st_tensor *x = *(const lwo_st_tensor *const *)a, *y = *(const lwo_st_tensor *const *)b;
+    const lwo_safetensors_tensor *x = *(const lwo_safetensors_tensor *const *)a, *y = *(const lwo_safetensors_tensor *const *)b;
     if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
     if (x->bytes != y->bytes) return x->bytes < y->bytes ? -1 : 1;
     return x < y ? -1 : x > y ? 1 : 0;
 }
 static int lwo__st_cmp_name(const void *a, const void *b) {
-    const lwo_st_tensor *x = *(const lwo_st_tensor *const *)a, *y = *(const lwo_st_tensor *const *)b;
+    const lwo_safetensors_tensor *x = *(const lwo_safetensors_tensor *const *)a, *y = *(const lwo_safetensors_tensor *const *)b;
     int c = strcmp(x->name, y->name);
     if (c) return c;
     return x < y ? -1 : x > y ? 1 : 0;
@@ -6806,18 +6869,18 @@ static lwo_result lwo__st_check_layout(lwo_safetensors *f, size_t s, size_t firs
     lwo__st_shard *sh = &f->shards[s];
     uint64_t data_size = sh->size - sh->data_start, cursor = 0;
     size_t n = f->count - first, i;
-    const lwo_st_tensor **v;
+    const lwo_safetensors_tensor **v;
     if (n == 0) {
         if (data_size != 0) { lwo__st_fail(f, "%s: %llu data bytes but no tensors", sh->path, (unsigned long long)data_size); return LWO_ERROR_BAD_FILE; }
         return LWO_SUCCESS;
     }
     if (n > ((size_t)-1) / sizeof *v) return LWO_ERROR_OUT_OF_HOST_MEMORY;
-    v = (const lwo_st_tensor **)LWO_MALLOC(n * sizeof *v);
+    v = (const lwo_safetensors_tensor **)LWO_MALLOC(n * sizeof *v);
     if (!v) return LWO_ERROR_OUT_OF_HOST_MEMORY;
     for (i = 0; i < n; i++) v[i] = &f->tensors[first + i];
     lwo__st_sort(v, n, sizeof *v, lwo__st_cmp_offset);
     for (i = 0; i < n; i++) {
-        const lwo_st_tensor *t = v[i];
+        const lwo_safetensors_tensor *t = v[i];
         uint64_t end = t->offset + t->bytes;   /* no overflow: end came from the file as a uint */
         if (end > data_size) {
             lwo__st_fail(f, "%s: tensor \"%.300s\": data_offsets [%llu, %llu] past the end of the data (%llu bytes)",
@@ -6846,7 +6909,7 @@ static lwo_result lwo__st_check_layout(lwo_safetensors *f, size_t s, size_t firs
         return LWO_ERROR_BAD_FILE;
     }
     for (i = first; i < f->count; i++) {
-        lwo_st_tensor *t = &f->tensors[i];
+        lwo_safetensors_tensor *t = &f->tensors[i];
         t->data = sh->base + sh->data_start + t->offset;
         t->offset += sh->data_start;
     }
@@ -6944,12 +7007,12 @@ static lwo_result lwo__st_finish(lwo_safetensors *f) {
     size_t i, j;
     if (f->count) {
         if (f->count > ((size_t)-1) / sizeof *f->by_name) return LWO_ERROR_OUT_OF_HOST_MEMORY;
-        f->by_name = (const lwo_st_tensor **)LWO_MALLOC(f->count * sizeof *f->by_name);
+        f->by_name = (const lwo_safetensors_tensor **)LWO_MALLOC(f->count * sizeof *f->by_name);
         if (!f->by_name) return LWO_ERROR_OUT_OF_HOST_MEMORY;
         for (i = 0; i < f->count; i++) f->by_name[i] = &f->tensors[i];
         lwo__st_sort(f->by_name, f->count, sizeof *f->by_name, lwo__st_cmp_name);
         for (i = 1; i < f->count; i++) {
-            const lwo_st_tensor *a = f->by_name[i - 1], *b = f->by_name[i];
+            const lwo_safetensors_tensor *a = f->by_name[i - 1], *b = f->by_name[i];
             if (strcmp(a->name, b->name) == 0) {
                 if (a->shard == b->shard)
                     lwo__st_fail(f, "%s: duplicate tensor name \"%.300s\"", f->shards[a->shard].path, a->name);
@@ -6999,7 +7062,7 @@ static char *lwo__st_strdup(const char *s) {
     return d;
 }
 
-LWO_API void lwo_safetensors_close(lwo_safetensors *f) {
+LWO_DEF void lwo_safetensors_destroy(lwo_safetensors *f) {
     size_t i;
     if (!f) return;
     for (i = 0; i < f->shard_count; i++) {
@@ -7021,17 +7084,12 @@ static lwo_result lwo__st_map(lwo_safetensors *f, lwo__st_shard *sh, const char 
     return r;
 }
 
-LWO_API lwo_result lwo_safetensors_open_many(const char *const *paths, size_t count, lwo_safetensors **out) {
-    lwo_safetensors *f;
+/* The shards of a file set, opened one after another into f. */
+static lwo_result lwo__st_open_files(lwo_safetensors *f, const char *const *paths, size_t count) {
     lwo_result r;
     size_t i;
-    if (!out) return LWO_ERROR_INVALID_ARGUMENT;
-    r = lwo__st_new(count, out);
-    if (r != LWO_SUCCESS) return r;
-    f = *out;
-    if (!paths || count == 0) { lwo__st_fail(f, "lwo_safetensors_open_many: no paths"); return LWO_ERROR_INVALID_ARGUMENT; }
     for (i = 0; i < count; i++) {
-        if (!paths[i]) { lwo__st_fail(f, "lwo_safetensors_open_many: paths[%llu] is NULL", (unsigned long long)i); return LWO_ERROR_INVALID_ARGUMENT; }
+        if (!paths[i]) { lwo__st_fail(f, "lwo_safetensors_create: desc.paths[%llu] is NULL", (unsigned long long)i); return LWO_ERROR_INVALID_ARGUMENT; }
         f->shards[i].path = lwo__st_strdup(paths[i]);
         if (!f->shards[i].path) return LWO_ERROR_OUT_OF_HOST_MEMORY;
         f->shard_count = i + 1;
@@ -7042,25 +7100,10 @@ LWO_API lwo_result lwo_safetensors_open_many(const char *const *paths, size_t co
     }
     return lwo__st_finish(f);
 }
-LWO_API lwo_result lwo_safetensors_open(const char *path, lwo_safetensors **out) {
-    if (!path) {
-        lwo_result r;
-        if (!out) return LWO_ERROR_INVALID_ARGUMENT;
-        r = lwo__st_new(0, out);
-        if (r != LWO_SUCCESS) return r;
-        lwo__st_fail(*out, "lwo_safetensors_open: path is NULL");
-        return LWO_ERROR_INVALID_ARGUMENT;
-    }
-    return lwo_safetensors_open_many(&path, 1, out);
-}
-LWO_API lwo_result lwo_safetensors_open_memory(const void *data, size_t size, lwo_safetensors **out) {
-    lwo_safetensors *f;
+
+/* The caller's bytes, as one shard. */
+static lwo_result lwo__st_open_memory(lwo_safetensors *f, const void *data, size_t size) {
     lwo_result r;
-    if (!out) return LWO_ERROR_INVALID_ARGUMENT;
-    r = lwo__st_new(1, out);
-    if (r != LWO_SUCCESS) return r;
-    f = *out;
-    if (!data && size) { lwo__st_fail(f, "lwo_safetensors_open_memory: data is NULL"); return LWO_ERROR_INVALID_ARGUMENT; }
     f->shards[0].path = lwo__st_strdup("<memory>");
     if (!f->shards[0].path) return LWO_ERROR_OUT_OF_HOST_MEMORY;
     f->shard_count = 1;
@@ -7071,12 +7114,30 @@ LWO_API lwo_result lwo_safetensors_open_memory(const void *data, size_t size, lw
     return lwo__st_finish(f);
 }
 
-LWO_API const char *lwo_safetensors_error(const lwo_safetensors *f) { return f ? f->error : "lwo_safetensors is NULL"; }
-LWO_API size_t lwo_safetensors_count(const lwo_safetensors *f) { return f && f->ready ? f->count : 0; }
-LWO_API const lwo_st_tensor *lwo_safetensors_tensor(const lwo_safetensors *f, size_t i) {
+LWO_DEF lwo_result lwo_safetensors_create(const lwo_safetensors_desc *d, lwo_safetensors **out) {
+    size_t count = !d ? 0 : d->path ? 1 : d->paths ? d->path_count : 1;
+    int sources = d ? (d->path != NULL) + (d->paths != NULL) + (d->data != NULL || d->size != 0) : 0;
+    lwo_result r;
+    if (!out) return LWO_ERROR_INVALID_ARGUMENT;
+    if ((r = lwo__st_new(count ? count : 1, out)) != LWO_SUCCESS) return r;
+    if (!d) { lwo__st_fail(*out, "lwo_safetensors_create: argument 'desc' is NULL"); return LWO_ERROR_INVALID_ARGUMENT; }
+    if (sources != 1 || (d->paths && d->path_count == 0)) {
+        lwo__st_fail(*out, "lwo_safetensors_create: the desc names %s; give exactly one of path, paths (with path_count > 0), data",
+                     sources == 0 ? "nothing to read" : sources > 1 ? "more than one source" : "no paths");
+        return LWO_ERROR_INVALID_ARGUMENT;
+    }
+    if (d->path) return lwo__st_open_files(*out, &d->path, 1);
+    if (d->paths) return lwo__st_open_files(*out, d->paths, d->path_count);
+    if (!d->data) { lwo__st_fail(*out, "lwo_safetensors_create: desc.data is NULL"); return LWO_ERROR_INVALID_ARGUMENT; }
+    return lwo__st_open_memory(*out, d->data, d->size);
+}
+
+LWO_DEF const char *lwo_safetensors_last_error(const lwo_safetensors *f) { return f ? f->error : "lwo_safetensors is NULL"; }
+LWO_DEF size_t lwo_safetensors_count(const lwo_safetensors *f) { return f && f->ready ? f->count : 0; }
+LWO_DEF const lwo_safetensors_tensor *lwo_safetensors_tensor_at(const lwo_safetensors *f, size_t i) {
     return (f && f->ready && i < f->count) ? &f->tensors[i] : NULL;
 }
-LWO_API const lwo_st_tensor *lwo_safetensors_find(const lwo_safetensors *f, const char *name) {
+LWO_DEF const lwo_safetensors_tensor *lwo_safetensors_find(const lwo_safetensors *f, const char *name) {
     size_t lo = 0, hi;
     if (!f || !f->ready || !f->by_name || !name) return NULL;
     hi = f->count;
@@ -7088,14 +7149,14 @@ LWO_API const lwo_st_tensor *lwo_safetensors_find(const lwo_safetensors *f, cons
     }
     return NULL;
 }
-LWO_API size_t lwo_safetensors_metadata_count(const lwo_safetensors *f) { return f && f->ready ? f->meta_count : 0; }
-LWO_API const char *lwo_safetensors_metadata_key(const lwo_safetensors *f, size_t i) {
+LWO_DEF size_t lwo_safetensors_metadata_count(const lwo_safetensors *f) { return f && f->ready ? f->meta_count : 0; }
+LWO_DEF const char *lwo_safetensors_metadata_key(const lwo_safetensors *f, size_t i) {
     return (f && f->ready && i < f->meta_count) ? f->meta[i].key : NULL;
 }
-LWO_API const char *lwo_safetensors_metadata_value(const lwo_safetensors *f, size_t i) {
+LWO_DEF const char *lwo_safetensors_metadata_value(const lwo_safetensors *f, size_t i) {
     return (f && f->ready && i < f->meta_count) ? f->meta[i].value : NULL;
 }
-LWO_API const char *lwo_safetensors_metadata_find(const lwo_safetensors *f, const char *key) {
+LWO_DEF const char *lwo_safetensors_metadata_find(const lwo_safetensors *f, const char *key) {
     size_t lo = 0, hi;
     if (!f || !f->ready || !key) return NULL;
     hi = f->meta_count;
@@ -7112,26 +7173,26 @@ LWO_API const char *lwo_safetensors_metadata_find(const lwo_safetensors *f, cons
 /* The codecs are section 7's references (lwo_ref_*), the math of the GPU kernels, so a tensor
    converted here is bit for bit what lwo's kernels make of the same data. */
 /* Element i of `data` (dtype t, unaligned) as f32. */
-static float lwo__st_load(const void *data, lwo_st_dtype t, uint64_t i) {
-    const uint8_t *p = (const uint8_t *)data + i * lwo_st_dtype_size(t);
+static float lwo__st_load(const void *data, lwo_dtype t, uint64_t i) {
+    const uint8_t *p = (const uint8_t *)data + i * lwo_dtype_size(t);
     switch (t) {
-    case LWO_ST_F64: { double d; memcpy(&d, p, 8); return (float)d; }
-    case LWO_ST_F32: case LWO_ST_F16: case LWO_ST_BF16: case LWO_ST_F8_E4M3: case LWO_ST_F8_E5M2:
-        return lwo_ref_load(p, lwo_st_dtype_to_lwo(t), 0);
-    case LWO_ST_I64: { int64_t x; memcpy(&x, p, 8); return (float)x; }
-    case LWO_ST_I32: { int32_t x; memcpy(&x, p, 4); return (float)x; }
-    case LWO_ST_I16: { int16_t x; memcpy(&x, p, 2); return (float)x; }
-    case LWO_ST_I8: return (float)(int8_t)*p;
-    case LWO_ST_U8: return (float)*p;
-    case LWO_ST_BOOL: return *p ? 1.0f : 0.0f;
+    case LWO_DTYPE_F64: { double d; memcpy(&d, p, 8); return (float)d; }
+    case LWO_DTYPE_F32: case LWO_DTYPE_F16: case LWO_DTYPE_BF16: case LWO_DTYPE_F8_E4M3: case LWO_DTYPE_F8_E5M2:
+        return lwo_ref_load(p, lwo__st_kernel_dtype(t), 0);
+    case LWO_DTYPE_I64: { int64_t x; memcpy(&x, p, 8); return (float)x; }
+    case LWO_DTYPE_I32: { int32_t x; memcpy(&x, p, 4); return (float)x; }
+    case LWO_DTYPE_I16: { int16_t x; memcpy(&x, p, 2); return (float)x; }
+    case LWO_DTYPE_I8: return (float)(int8_t)*p;
+    case LWO_DTYPE_U8: return (float)*p;
+    case LWO_DTYPE_BOOL: return *p ? 1.0f : 0.0f;
     default: return 0.0f;
     }
 }
 
 /* ---- quantized-checkpoint conventions ------------------------------------------------------ */
-static int lwo__st_scalar(const lwo_st_tensor *t, float *v) {
+static int lwo__st_scalar(const lwo_safetensors_tensor *t, float *v) {
     if (!t || t->numel != 1) return 0;
-    if (t->dtype != LWO_ST_F32 && t->dtype != LWO_ST_F16 && t->dtype != LWO_ST_BF16 && t->dtype != LWO_ST_F64) return 0;
+    if (t->dtype != LWO_DTYPE_F32 && t->dtype != LWO_DTYPE_F16 && t->dtype != LWO_DTYPE_BF16 && t->dtype != LWO_DTYPE_F64) return 0;
     *v = lwo__st_load(t->data, t->dtype, 0);
     return 1;
 }
@@ -7144,7 +7205,7 @@ static int lwo__st_cmp_joined(const char *name, const char *prefix, size_t plen,
     return strcmp(name + plen, suffix);
 }
 /* The tensor named prefix[0, plen) + suffix, or NULL: a binary search of the name index. */
-static const lwo_st_tensor *lwo__st_find_suffix(const lwo_safetensors *f, const char *prefix, size_t plen, const char *suffix) {
+static const lwo_safetensors_tensor *lwo__st_find_suffix(const lwo_safetensors *f, const char *prefix, size_t plen, const char *suffix) {
     size_t lo = 0, hi;
     if (!f || !f->ready || !f->by_name) return NULL;
     hi = f->count;
@@ -7157,7 +7218,7 @@ static const lwo_st_tensor *lwo__st_find_suffix(const lwo_safetensors *f, const 
     return NULL;
 }
 /* Reads the comfy_quant JSON object and copies its top-level "format" string. */
-static int lwo__st_comfy_json(lwo_safetensors *f, const lwo_st_tensor *t, char *format, size_t fsize) {
+static int lwo__st_comfy_json(lwo_safetensors *f, const lwo_safetensors_tensor *t, char *format, size_t fsize) {
     lwo__st_parser P;
     char what[300], b[16];
     int ok = 1;
@@ -7199,8 +7260,8 @@ static int lwo__st_comfy_json(lwo_safetensors *f, const lwo_st_tensor *t, char *
     return ok;
 }
 
-LWO_API lwo_result lwo_safetensors_quant_info(lwo_safetensors *f, const char *weight_name, lwo_st_quant *out) {
-    const lwo_st_tensor *w, *cq;
+LWO_DEF lwo_result lwo_safetensors_get_quant_info(lwo_safetensors *f, const char *weight_name, lwo_safetensors_quant *out) {
+    const lwo_safetensors_tensor *w, *cq;
     const char *lq;
     size_t nl, plen;
     if (!f || !weight_name || !out) { if (f) lwo__st_fail(f, "lwo_safetensors_quant_info: NULL argument"); return LWO_ERROR_INVALID_ARGUMENT; }
@@ -7216,21 +7277,21 @@ LWO_API lwo_result lwo_safetensors_quant_info(lwo_safetensors *f, const char *we
     cq = lwo__st_find_suffix(f, weight_name, plen, ".comfy_quant");
     if (cq) {
         int r;
-        if (cq->dtype != LWO_ST_U8 || cq->ndim != 1) {
+        if (cq->dtype != LWO_DTYPE_U8 || cq->ndim != 1) {
             lwo__st_fail(f, "tensor \"%.300s\": comfy_quant must be U8 [n], found %s with %d dims", cq->name,
-                         lwo_st_dtype_name(cq->dtype), cq->ndim);
+                         lwo__st_dtype_tag(cq->dtype), cq->ndim);
             return LWO_ERROR_BAD_FILE;
         }
         r = lwo__st_comfy_json(f, cq, out->comfy_format, sizeof out->comfy_format);
         if (r < 0) return LWO_ERROR_OUT_OF_HOST_MEMORY;
         if (!r) return LWO_ERROR_BAD_FILE;
-        if ((strcmp(out->comfy_format, "float8_e4m3fn") == 0 && w->dtype != LWO_ST_F8_E4M3) ||
-            (strcmp(out->comfy_format, "float8_e5m2") == 0 && w->dtype != LWO_ST_F8_E5M2)) {
+        if ((strcmp(out->comfy_format, "float8_e4m3fn") == 0 && w->dtype != LWO_DTYPE_F8_E4M3) ||
+            (strcmp(out->comfy_format, "float8_e5m2") == 0 && w->dtype != LWO_DTYPE_F8_E5M2)) {
             lwo__st_fail(f, "tensor \"%.300s\": comfy_quant says %s but the weight is %s", w->name, out->comfy_format,
-                         lwo_st_dtype_name(w->dtype));
+                         lwo__st_dtype_tag(w->dtype));
             return LWO_ERROR_BAD_FILE;
         }
-        out->format = LWO_ST_QUANT_COMFY_QUANT;
+        out->convention = LWO_CONVENTION_COMFY_QUANT;
         out->weight_scale = lwo__st_find_suffix(f, weight_name, plen, ".weight_scale");
         out->input_scale = lwo__st_find_suffix(f, weight_name, plen, ".input_scale");
         (void)lwo__st_scalar(out->weight_scale, &out->weight_scale_value);
@@ -7239,33 +7300,33 @@ LWO_API lwo_result lwo_safetensors_quant_info(lwo_safetensors *f, const char *we
     }
 
     lq = lwo_safetensors_metadata_find(f, "lwo.quant");
-    if (lq && strcmp(lq, LWO_ST_QUANT_LWO_INT8_V1) == 0 && w->dtype == LWO_ST_I8) {
-        const lwo_st_tensor *s = lwo__st_find_suffix(f, weight_name, plen, ".weight_scale");
-        const lwo_st_tensor *sm = lwo__st_find_suffix(f, weight_name, plen, ".smooth");
+    if (lq && strcmp(lq, LWO_SAFETENSORS_LWO_INT8_V1) == 0 && w->dtype == LWO_DTYPE_I8) {
+        const lwo_safetensors_tensor *s = lwo__st_find_suffix(f, weight_name, plen, ".weight_scale");
+        const lwo_safetensors_tensor *sm = lwo__st_find_suffix(f, weight_name, plen, ".smooth");
         if (w->ndim != 2) { lwo__st_fail(f, "tensor \"%.300s\": lwo int8 weights are [N, K], this has %d dims", w->name, w->ndim); return LWO_ERROR_BAD_FILE; }
-        if (!s || s->dtype != LWO_ST_F32 || s->ndim != 1 || s->shape[0] != w->shape[0]) {
+        if (!s || s->dtype != LWO_DTYPE_F32 || s->ndim != 1 || s->shape[0] != w->shape[0]) {
             lwo__st_fail(f, "tensor \"%.300s\": lwo int8 needs %.*s.weight_scale F32 [%llu]", w->name, (int)(plen < 300 ? plen : 300), weight_name,
                          (unsigned long long)w->shape[0]);
             return LWO_ERROR_BAD_FILE;
         }
-        if (sm && (sm->dtype != LWO_ST_F32 || sm->ndim != 1 || sm->shape[0] != w->shape[1])) {
+        if (sm && (sm->dtype != LWO_DTYPE_F32 || sm->ndim != 1 || sm->shape[0] != w->shape[1])) {
             lwo__st_fail(f, "tensor \"%.300s\": must be F32 [%llu]", sm->name, (unsigned long long)w->shape[1]);
             return LWO_ERROR_BAD_FILE;
         }
-        out->format = LWO_ST_QUANT_LWO_INT8;
+        out->convention = LWO_CONVENTION_LWO_INT8;
         out->weight_scale = s;
         out->smooth = sm;
         (void)lwo__st_scalar(s, &out->weight_scale_value);
         return LWO_SUCCESS;
     }
 
-    if (lwo_safetensors_find(f, "scaled_fp8") && (w->dtype == LWO_ST_F8_E4M3 || w->dtype == LWO_ST_F8_E5M2)) {
-        out->format = LWO_ST_QUANT_COMFY_SCALED_FP8;
+    if (lwo_safetensors_find(f, "scaled_fp8") && (w->dtype == LWO_DTYPE_F8_E4M3 || w->dtype == LWO_DTYPE_F8_E5M2)) {
+        out->convention = LWO_CONVENTION_COMFY_SCALED_FP8;
         out->weight_scale = lwo__st_find_suffix(f, weight_name, plen, ".scale_weight");
         out->input_scale = lwo__st_find_suffix(f, weight_name, plen, ".scale_input");
         if (out->weight_scale && !lwo__st_scalar(out->weight_scale, &out->weight_scale_value)) {
             lwo__st_fail(f, "tensor \"%.300s\": scale_weight must be one float, found %s with %llu elements",
-                         out->weight_scale->name, lwo_st_dtype_name(out->weight_scale->dtype),
+                         out->weight_scale->name, lwo__st_dtype_tag(out->weight_scale->dtype),
                          (unsigned long long)out->weight_scale->numel);
             return LWO_ERROR_BAD_FILE;
         }
@@ -7319,8 +7380,8 @@ static void lwo__st_werr(char *err, size_t err_size, const char *fmt, ...) {
     va_end(ap);
 }
 static int lwo__st_cmp_write(const void *a, const void *b) {
-    const lwo_st_write_tensor *x = *(const lwo_st_write_tensor *const *)a, *y = *(const lwo_st_write_tensor *const *)b;
-    size_t sx = lwo_st_dtype_size(x->dtype), sy = lwo_st_dtype_size(y->dtype);
+    const lwo_safetensors_write_tensor *x = *(const lwo_safetensors_write_tensor *const *)a, *y = *(const lwo_safetensors_write_tensor *const *)b;
+    size_t sx = lwo_dtype_size(x->dtype), sy = lwo_dtype_size(y->dtype);
     if (sx != sy) return sx > sy ? -1 : 1;
     return strcmp(x->name, y->name);
 }
@@ -7332,10 +7393,14 @@ static int lwo__st_cmp_kv(const void *a, const void *b) {
     return strcmp(((const lwo__st_kv *)a)->key, ((const lwo__st_kv *)b)->key);
 }
 
-LWO_API lwo_result lwo_safetensors_write(const char *path, const lwo_st_write_tensor *tensors, size_t count,
-                                         const char *const *meta_keys, const char *const *meta_values,
-                                         size_t meta_count, char *err, size_t err_size) {
-    const lwo_st_write_tensor **order = NULL;
+LWO_DEF lwo_result lwo_safetensors_write(lwo_safetensors_write_desc *desc) {
+    const char *path = desc ? desc->path : NULL;
+    const lwo_safetensors_write_tensor *tensors = desc ? desc->tensors : NULL;
+    const size_t count = desc ? desc->tensor_count : 0, meta_count = desc ? desc->meta_count : 0;
+    const char *const *meta_keys = desc ? desc->meta_keys : NULL, *const *meta_values = desc ? desc->meta_values : NULL;
+    char dummy[1], *err = desc ? desc->error : dummy;
+    const size_t err_size = desc ? sizeof desc->error : sizeof dummy;
+    const lwo_safetensors_write_tensor **order = NULL;
     lwo__st_kv *keys = NULL;   /* the metadata sorted by key, each with its value */
     lwo__st_buf h;
     lwo__wfile wf;
@@ -7347,15 +7412,15 @@ LWO_API lwo_result lwo_safetensors_write(const char *path, const lwo_st_write_te
     lwo_result r = LWO_ERROR_INVALID_ARGUMENT;
     memset(&h, 0, sizeof h);
     if (err && err_size) err[0] = 0;
-    if (!path || (count && !tensors) || (meta_count && (!meta_keys || !meta_values))) {
-        lwo__st_werr(err, err_size, "lwo_safetensors_write: NULL path, tensors or metadata");
+    if (!desc || !path || (count && !tensors) || (meta_count && (!meta_keys || !meta_values))) {
+        lwo__st_werr(err, err_size, "lwo_safetensors_write: NULL desc, path, tensors or metadata");
         return LWO_ERROR_INVALID_ARGUMENT;
     }
     if (count > ((size_t)-1) / sizeof *order - 1 || meta_count > ((size_t)-1) / sizeof *keys - 1) {
         lwo__st_werr(err, err_size, "lwo_safetensors_write: count too large");
         return LWO_ERROR_INVALID_ARGUMENT;
     }
-    order = (const lwo_st_write_tensor **)LWO_MALLOC((count + 1) * sizeof *order);
+    order = (const lwo_safetensors_write_tensor **)LWO_MALLOC((count + 1) * sizeof *order);
     keys = (lwo__st_kv *)LWO_MALLOC((meta_count + 1) * sizeof *keys);
     if (!order || !keys) { r = LWO_ERROR_OUT_OF_HOST_MEMORY; lwo__st_werr(err, err_size, "out of host memory"); goto done; }
     for (i = 0; i < meta_count; i++) {
@@ -7370,16 +7435,16 @@ LWO_API lwo_result lwo_safetensors_write(const char *path, const lwo_st_write_te
     for (i = 1; i < meta_count; i++)
         if (strcmp(keys[i - 1].key, keys[i].key) == 0) { lwo__st_werr(err, err_size, "duplicate metadata key \"%.200s\"", keys[i].key); goto done; }
     for (i = 0; i < count; i++) {
-        const lwo_st_write_tensor *t = &tensors[i];
+        const lwo_safetensors_write_tensor *t = &tensors[i];
         uint64_t n = 1, es;
         int d;
         if (!t->name) { lwo__st_werr(err, err_size, "tensors[%llu]: NULL name", (unsigned long long)i); goto done; }
         if (!lwo__st_utf8_valid(t->name)) { lwo__st_werr(err, err_size, "tensors[%llu]: name is not valid UTF-8", (unsigned long long)i); goto done; }
         if (strcmp(t->name, "__metadata__") == 0) { lwo__st_werr(err, err_size, "tensors[%llu]: the name \"__metadata__\" is reserved", (unsigned long long)i); goto done; }
-        es = lwo_st_dtype_size(t->dtype);
+        es = lwo_dtype_size(t->dtype);
         if (!es) { lwo__st_werr(err, err_size, "tensor \"%.200s\": invalid dtype %d", t->name, (int)t->dtype); goto done; }
-        if (t->ndim < 0 || t->ndim > LWO_ST_MAX_DIMS || (t->ndim && !t->shape)) {
-            lwo__st_werr(err, err_size, "tensor \"%.200s\": ndim %d (0..%d, with a shape)", t->name, t->ndim, LWO_ST_MAX_DIMS); goto done;
+        if (t->ndim < 0 || t->ndim > LWO_SAFETENSORS_MAX_DIMS || (t->ndim && !t->shape)) {
+            lwo__st_werr(err, err_size, "tensor \"%.200s\": ndim %d (0..%d, with a shape)", t->name, t->ndim, LWO_SAFETENSORS_MAX_DIMS); goto done;
         }
         for (d = 0; d < t->ndim; d++) {
             if (t->shape[d] > UINT64_C(0x7fffffffffffffff) || (t->shape[d] && n > UINT64_MAX / t->shape[d])) {
@@ -7389,7 +7454,7 @@ LWO_API lwo_result lwo_safetensors_write(const char *path, const lwo_st_write_te
         }
         if (n > UINT64_MAX / es || n * es != t->bytes) {
             lwo__st_werr(err, err_size, "tensor \"%.200s\": bytes %llu, but %s with this shape is %llu bytes", t->name,
-                         (unsigned long long)t->bytes, lwo_st_dtype_name(t->dtype), (unsigned long long)(n * es));
+                         (unsigned long long)t->bytes, lwo__st_dtype_tag(t->dtype), (unsigned long long)(n * es));
             goto done;
         }
         if (t->bytes && !t->data) { lwo__st_werr(err, err_size, "tensor \"%.200s\": NULL data", t->name); goto done; }
@@ -7424,12 +7489,12 @@ LWO_API lwo_result lwo_safetensors_write(const char *path, const lwo_st_write_te
     }
     off = 0;
     for (i = 0; i < count; i++) {
-        const lwo_st_write_tensor *t = order[i];
+        const lwo_safetensors_write_tensor *t = order[i];
         int d;
         if (i || meta_count) lwo__st_puts(&h, ",");
         lwo__st_put_json(&h, t->name);
         lwo__st_puts(&h, ":{\"dtype\":\"");
-        lwo__st_puts(&h, lwo_st_dtype_name(t->dtype));
+        lwo__st_puts(&h, lwo__st_dtype_tag(t->dtype));
         lwo__st_puts(&h, "\",\"shape\":[");
         for (d = 0; d < t->ndim; d++) { if (d) lwo__st_puts(&h, ","); lwo__st_put_u64(&h, t->shape[d]); }
         lwo__st_puts(&h, "],\"data_offsets\":[");
@@ -7466,14 +7531,8 @@ done:
 }
 
 /* ---- storage policy ------------------------------------------------------------------------ */
-static const char *const lwo__st_store_names[LWO_STORE_FORMAT_COUNT] = {
-    "keep", "bf16", "f16", "f32", "fp8_e4m3", "fp8_e5m2", "int8"
-};
-LWO_API const char *lwo_store_format_name(lwo_store_format f) {
-    return ((unsigned)f < (unsigned)LWO_STORE_FORMAT_COUNT) ? lwo__st_store_names[f] : "invalid";
-}
 /* Iterative glob with one backtrack point (the last `*`): O(len(pattern) * len(name)) at worst. */
-LWO_API int lwo_glob_match(const char *pattern, const char *name) {
+LWO_DEF int lwo_glob_match(const char *pattern, const char *name) {
     const char *p = pattern, *n = name, *star = NULL, *resume = NULL;
     if (!pattern || !name) return 0;
     while (*n) {
@@ -7485,28 +7544,21 @@ LWO_API int lwo_glob_match(const char *pattern, const char *name) {
     while (*p == '*') p++;
     return *p == 0;
 }
-LWO_API lwo_store_format lwo_storage_policy_format(const lwo_storage_policy *p, const char *name) {
+LWO_DEF lwo_format lwo_storage_policy_format(const lwo_storage_policy *p, const char *name) {
     size_t i;
-    if (!p) return LWO_STORE_KEEP;
+    if (!p) return LWO_FORMAT_KEEP;
     for (i = 0; i < p->rule_count && p->rules; i++)
         if (lwo_glob_match(p->rules[i].pattern, name)) return p->rules[i].format;
     return p->default_format;
 }
 
 /* ---- conversion ---------------------------------------------------------------------------- */
-static lwo_st_dtype lwo__st_store_dtype(lwo_store_format f, lwo_st_dtype keep) {
-    switch (f) {
-    case LWO_STORE_KEEP: return keep;
-    case LWO_STORE_BF16: return LWO_ST_BF16;
-    case LWO_STORE_F16: return LWO_ST_F16;
-    case LWO_STORE_F32: return LWO_ST_F32;
-    case LWO_STORE_FP8_E4M3: return LWO_ST_F8_E4M3;
-    case LWO_STORE_FP8_E5M2: return LWO_ST_F8_E5M2;
-    case LWO_STORE_INT8: return LWO_ST_I8;
-    default: return LWO_ST_INVALID;
-    }
+/* The dtype a conversion to f writes (KEEP: the tensor's own); INVALID where f is no conversion's. */
+static lwo_dtype lwo__st_store_dtype(lwo_format f, lwo_dtype keep) {
+    if (f == LWO_FORMAT_KEEP) return keep;
+    return f == LWO_FORMAT_FP8_E4M3_W8A8 ? LWO_DTYPE_INVALID : lwo__format_dtype(f);
 }
-LWO_API void lwo_st_converted_free(lwo_st_converted *c) {
+LWO_DEF void lwo_safetensors_converted_destroy(lwo_safetensors_converted *c) {
     if (!c) return;
     LWO_FREE(c->owned_data);
     LWO_FREE(c->owned_scales);
@@ -7516,38 +7568,41 @@ LWO_API void lwo_st_converted_free(lwo_st_converted *c) {
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((format(printf, 3, 4)))
 #endif
-static lwo_result lwo__st_cfail(lwo_st_converted *out, lwo_result r, const char *fmt, ...) {
+static lwo_result lwo__st_cfail(lwo_safetensors_converted *out, lwo_result r, const char *fmt, ...) {
     va_list ap;
     char why[sizeof out->error];
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    lwo_st_converted_free(out);
+    lwo_safetensors_converted_destroy(out);
     memset(out, 0, sizeof *out);
     memcpy(out->error, why, sizeof why);
     return r;
 }
-LWO_API lwo_result lwo_safetensors_convert(const lwo_st_tensor *t, lwo_store_format target, void *buf,
-                                           uint64_t buf_bytes, float *scales, uint64_t scales_count,
-                                           lwo_st_converted *out) {
-    lwo_st_dtype dt;
+LWO_DEF lwo_result lwo_safetensors_convert(const lwo_safetensors_convert_desc *desc, lwo_safetensors_converted *out) {
+    const lwo_safetensors_tensor *t = desc ? desc->tensor : NULL;
+    const lwo_format target = desc ? desc->format : LWO_FORMAT_KEEP;
+    void *buf = desc ? desc->buf : NULL;
+    const uint64_t buf_bytes = desc ? desc->buf_bytes : 0, scales_count = desc ? desc->scales_count : 0;
+    float *scales = desc ? desc->scales : NULL;
+    lwo_dtype dt;
     uint64_t n, i, bytes;
     uint8_t *dst;
     char sh[200];
     if (!out) return LWO_ERROR_INVALID_ARGUMENT;
     memset(out, 0, sizeof *out);
-    if (!t) return lwo__st_cfail(out, LWO_ERROR_INVALID_ARGUMENT, "lwo_safetensors_convert: argument 't' is NULL");
-    if ((t->numel && !t->data) || lwo_st_dtype_size(t->dtype) == 0)
+    if (!t) return lwo__st_cfail(out, LWO_ERROR_INVALID_ARGUMENT, "lwo_safetensors_convert: desc%s is NULL", desc ? ".tensor" : "");
+    if ((t->numel && !t->data) || lwo_dtype_size(t->dtype) == 0)
         return lwo__st_cfail(out, LWO_ERROR_INVALID_ARGUMENT, "lwo_safetensors_convert: tensor \"%.100s\" has %s",
                              t->name ? t->name : "", t->numel && !t->data ? "no data" : "an invalid dtype");
     dt = lwo__st_store_dtype(target, t->dtype);
-    if (dt == LWO_ST_INVALID)
-        return lwo__st_cfail(out, LWO_ERROR_INVALID_ARGUMENT, "lwo_safetensors_convert: target %d is not an lwo_store_format", (int)target);
+    if (dt == LWO_DTYPE_INVALID)
+        return lwo__st_cfail(out, LWO_ERROR_INVALID_ARGUMENT, "lwo_safetensors_convert: target %d is not an lwo_format", (int)target);
     out->format = target;
     out->dtype = dt;
     out->scale = 1.0f;
     n = t->numel;
-    if (target == LWO_STORE_INT8) {
+    if (target == LWO_FORMAT_INT8) {
         out->rows = t->ndim >= 2 ? t->shape[0] : 1;
         out->cols = out->rows ? n / out->rows : 0;
         /* Per-row structure stays within the data: with elements, rows <= numel already (shape[0]
@@ -7557,7 +7612,7 @@ LWO_API lwo_result lwo_safetensors_convert(const lwo_st_tensor *t, lwo_store_for
             lwo__st_shape(t, sh, sizeof sh);
             return lwo__st_cfail(out, LWO_ERROR_BAD_FILE, "tensor \"%.100s\" %s [%s] has %llu rows but %llu elements: "
                                  "its int8 row scales would outgrow its data", t->name ? t->name : "",
-                                 lwo_st_dtype_name(t->dtype), sh, (unsigned long long)out->rows, (unsigned long long)n);
+                                 lwo__st_dtype_tag(t->dtype), sh, (unsigned long long)out->rows, (unsigned long long)n);
         }
     }
     if (dt == t->dtype) {   /* zero copy */
@@ -7566,37 +7621,37 @@ LWO_API lwo_result lwo_safetensors_convert(const lwo_st_tensor *t, lwo_store_for
         out->zero_copy = 1;
         return LWO_SUCCESS;
     }
-    if (n > UINT64_MAX / lwo_st_dtype_size(dt) || n * lwo_st_dtype_size(dt) > (uint64_t)((size_t)-1)) {
+    if (n > UINT64_MAX / lwo_dtype_size(dt) || n * lwo_dtype_size(dt) > (uint64_t)((size_t)-1)) {
         lwo__st_shape(t, sh, sizeof sh);
         return lwo__st_cfail(out, LWO_ERROR_OUT_OF_HOST_MEMORY, "tensor \"%.100s\" [%s]: %llu elements of %s do not fit in memory",
-                             t->name ? t->name : "", sh, (unsigned long long)n, lwo_st_dtype_name(dt));
+                             t->name ? t->name : "", sh, (unsigned long long)n, lwo__st_dtype_tag(dt));
     }
-    bytes = n * lwo_st_dtype_size(dt);
+    bytes = n * lwo_dtype_size(dt);
     if (buf) {
         if (buf_bytes < bytes)
             return lwo__st_cfail(out, LWO_ERROR_INVALID_ARGUMENT, "tensor \"%.100s\": buf holds %llu bytes, the %s data needs %llu",
-                                 t->name ? t->name : "", (unsigned long long)buf_bytes, lwo_st_dtype_name(dt), (unsigned long long)bytes);
+                                 t->name ? t->name : "", (unsigned long long)buf_bytes, lwo__st_dtype_tag(dt), (unsigned long long)bytes);
         dst = (uint8_t *)buf;
     } else {
         dst = (uint8_t *)LWO_MALLOC(bytes ? (size_t)bytes : 1);
         if (!dst)
             return lwo__st_cfail(out, LWO_ERROR_OUT_OF_HOST_MEMORY, "tensor \"%.100s\": out of host memory for %llu bytes of %s",
-                                 t->name ? t->name : "", (unsigned long long)bytes, lwo_st_dtype_name(dt));
+                                 t->name ? t->name : "", (unsigned long long)bytes, lwo__st_dtype_tag(dt));
         out->owned_data = dst;
     }
     out->data = dst;
     out->bytes = bytes;
     switch (target) {
-    case LWO_STORE_F32:
+    case LWO_FORMAT_F32:
         for (i = 0; i < n; i++) { float v = lwo__st_load(t->data, t->dtype, i); memcpy(dst + 4 * i, &v, 4); }
         break;
-    case LWO_STORE_BF16: case LWO_STORE_F16: {
-        lwo_dtype d16 = target == LWO_STORE_BF16 ? LWO_DTYPE_BF16 : LWO_DTYPE_F16;
+    case LWO_FORMAT_BF16: case LWO_FORMAT_F16: {
+        lwo_dtype d16 = target == LWO_FORMAT_BF16 ? LWO_DTYPE_BF16 : LWO_DTYPE_F16;
         for (i = 0; i < n; i++) lwo_ref_store(dst, d16, i, lwo__st_load(t->data, t->dtype, i));
         break;
     }
-    case LWO_STORE_FP8_E4M3: case LWO_STORE_FP8_E5M2: {
-        lwo_dtype d8 = target == LWO_STORE_FP8_E5M2 ? LWO_DTYPE_F8_E5M2 : LWO_DTYPE_F8_E4M3;
+    case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E5M2: {
+        lwo_dtype d8 = target == LWO_FORMAT_FP8_E5M2 ? LWO_DTYPE_F8_E5M2 : LWO_DTYPE_F8_E4M3;
         float amax = 0.0f, s, inv;
         for (i = 0; i < n; i++) { float a = fabsf(lwo__st_load(t->data, t->dtype, i)); if (a > amax) amax = a; }
         s = amax > 0.0f ? amax / lwo__fp8_max(d8) : 1.0f;
@@ -7606,7 +7661,7 @@ LWO_API lwo_result lwo_safetensors_convert(const lwo_st_tensor *t, lwo_store_for
         for (i = 0; i < n; i++) dst[i] = lwo_ref_f32_to_fp8(lwo__st_load(t->data, t->dtype, i) * inv, d8);
         break;
     }
-    case LWO_STORE_INT8: {
+    case LWO_FORMAT_INT8: {
         uint64_t r, c, rows = out->rows, cols = out->cols;
         float *sc;
         if (scales) {
@@ -7650,7 +7705,7 @@ LWO_API lwo_result lwo_safetensors_convert(const lwo_st_tensor *t, lwo_store_for
    which a file need not align; dequantized data), and the file range to register for zero copy. */
 typedef struct lwo__st_prep {
     lwo_weight_desc d;
-    const lwo_st_tensor *weight, *bias;
+    const lwo_safetensors_tensor *weight, *bias;
     void *owned_data, *owned_bias;
     float *owned_scales, *owned_smooth;
     int zero_copy;             /* d.borrow_host: the weight's host home is the mapping itself */
@@ -7670,7 +7725,7 @@ static void lwo__st_prep_free(lwo__st_prep *p) {
 static int lwo__st_finite(float v) { return fabsf(v) <= 3.40282347e38f; }
 
 /* An aligned f32 copy of an F32 tensor whose every element is finite (and > 0 with positive). */
-static lwo_result lwo__st_f32_copy(lwo_safetensors *f, const char *weight, const lwo_st_tensor *t, int positive, float **out) {
+static lwo_result lwo__st_f32_copy(lwo_safetensors *f, const char *weight, const lwo_safetensors_tensor *t, int positive, float **out) {
     uint64_t i;
     float *c = (float *)LWO_MALLOC(t->bytes ? (size_t)t->bytes : 1);
     *out = NULL;
@@ -7689,8 +7744,8 @@ static lwo_result lwo__st_f32_copy(lwo_safetensors *f, const char *weight, const
 
 static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_format format, lwo_placement placement,
                                       lwo__st_prep *p) {
-    lwo_st_quant q;
-    const lwo_st_tensor *w;
+    lwo_safetensors_quant q;
+    const lwo_safetensors_tensor *w;
     lwo_result r;
     lwo_dtype fdt;                   /* the file data's dtype, as lwo names it */
     uint64_t N, K, n, i, k;
@@ -7708,28 +7763,30 @@ static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_
         lwo__st_fail(f, "tensor \"%.300s\": format %d is not an lwo_format", name, (int)format);
         return LWO_ERROR_INVALID_ARGUMENT;
     }
+    /* KEEP: as the file holds it; F32: refused, naming the tensor */
+    if ((format == LWO_FORMAT_KEEP || format == LWO_FORMAT_F32) && (r = lwo_safetensors_weight_format(f, name, format, &format)) != 0) return r;
     if ((int)placement < (int)LWO_PLACE_RESIDENT || (int)placement > (int)LWO_PLACE_STREAMED) {
         lwo__st_fail(f, "tensor \"%.300s\": placement %d is not an lwo_placement", name, (int)placement);
         return LWO_ERROR_INVALID_ARGUMENT;
     }
-    if ((r = lwo_safetensors_quant_info(f, name, &q)) != 0) return r;   /* f->error names the tensor */
+    if ((r = lwo_safetensors_get_quant_info(f, name, &q)) != 0) return r;   /* f->error names the tensor */
     w = p->weight = q.weight;
     lwo__st_shape(w, sh, sizeof sh);
     if (w->ndim != 2 || w->numel == 0) {
-        lwo__st_fail(f, "tensor \"%.300s\" is %s [%s]; a weight is a 2-D tensor [N, K] with N, K > 0", name, lwo_st_dtype_name(w->dtype), sh);
+        lwo__st_fail(f, "tensor \"%.300s\" is %s [%s]; a weight is a 2-D tensor [N, K] with N, K > 0", name, lwo__st_dtype_tag(w->dtype), sh);
         return LWO_ERROR_INVALID_ARGUMENT;
     }
     N = w->shape[0];
     K = w->shape[1];
-    switch (q.format) {
-    case LWO_ST_QUANT_LWO_INT8: i8 = 1; break;   /* quant_info checked I8 [N, K], weight_scale F32 [N], smooth F32 [K] */
-    case LWO_ST_QUANT_COMFY_QUANT:
+    switch (q.convention) {
+    case LWO_CONVENTION_LWO_INT8: i8 = 1; break;   /* quant_info checked I8 [N, K], weight_scale F32 [N], smooth F32 [K] */
+    case LWO_CONVENTION_COMFY_QUANT:
         if (strcmp(q.comfy_format, "float8_e4m3fn") != 0 && strcmp(q.comfy_format, "float8_e5m2") != 0) {
             lwo__st_fail(f, "tensor \"%.300s\": comfy_quant format \"%.300s\" is not one lwo loads (float8_e4m3fn, float8_e5m2)", name, q.comfy_format);
             return LWO_ERROR_UNSUPPORTED;
         }
         /* fall through */
-    case LWO_ST_QUANT_COMFY_SCALED_FP8:
+    case LWO_CONVENTION_COMFY_SCALED_FP8:
         if (q.weight_scale) {
             float v;
             if (q.weight_scale->numel != 1) {
@@ -7739,7 +7796,7 @@ static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_
             }
             if (!lwo__st_scalar(q.weight_scale, &v)) {
                 lwo__st_fail(f, "tensor \"%.300s\": its scale \"%.300s\" is %s; a scale is F32, F16, BF16 or F64", name,
-                             q.weight_scale->name, lwo_st_dtype_name(q.weight_scale->dtype));
+                             q.weight_scale->name, lwo__st_dtype_tag(q.weight_scale->dtype));
                 return LWO_ERROR_BAD_FILE;
             }
         }
@@ -7748,15 +7805,15 @@ static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_
         break;
     default:
         switch (w->dtype) {
-        case LWO_ST_F32: case LWO_ST_F16: case LWO_ST_BF16: case LWO_ST_F64: break;
-        case LWO_ST_F8_E4M3: case LWO_ST_F8_E5M2: fp8 = 1; break;   /* no convention: the codes are the values */
-        case LWO_ST_I8:
+        case LWO_DTYPE_F32: case LWO_DTYPE_F16: case LWO_DTYPE_BF16: case LWO_DTYPE_F64: break;
+        case LWO_DTYPE_F8_E4M3: case LWO_DTYPE_F8_E5M2: fp8 = 1; break;   /* no convention: the codes are the values */
+        case LWO_DTYPE_I8:
             lwo__st_fail(f, "tensor \"%.300s\" is I8 without lwo's int8 convention (metadata \"lwo.quant\" = \"%.300s\" and a "
-                         "\"<prefix>.weight_scale\" F32 [N]), so its scales are unknown", name, LWO_ST_QUANT_LWO_INT8_V1);
+                         "\"<prefix>.weight_scale\" F32 [N]), so its scales are unknown", name, LWO_SAFETENSORS_LWO_INT8_V1);
             return LWO_ERROR_UNSUPPORTED;
         default:
             lwo__st_fail(f, "tensor \"%.300s\" is %s; lwo loads weights from F32, F16, BF16, F64, F8_E4M3, F8_E5M2 or lwo int8",
-                         name, lwo_st_dtype_name(w->dtype));
+                         name, lwo__st_dtype_tag(w->dtype));
             return LWO_ERROR_UNSUPPORTED;
         }
         break;
@@ -7765,11 +7822,11 @@ static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_
         lwo__st_fail(f, "tensor \"%.300s\": its weight scale is %g; it must be positive and finite", name, (double)scale);
         return LWO_ERROR_BAD_FILE;
     }
-    fdt = lwo_st_dtype_to_lwo(w->dtype);   /* LWO_DTYPE_INVALID for F64 */
+    fdt = lwo__st_kernel_dtype(w->dtype);   /* LWO_DTYPE_INVALID for F64 */
     p->d.rows = N;
     p->d.cols = K;
     p->d.format = format;
-    p->d.placement = (int)placement;
+    p->d.placement = placement;
     if (i8 && format == LWO_FORMAT_INT8) {
         if ((r = lwo__st_f32_copy(f, name, q.weight_scale, 0, &p->owned_scales)) != 0) return r;
         if (q.smooth && (r = lwo__st_f32_copy(f, name, q.smooth, 1, &p->owned_smooth)) != 0) return r;
@@ -7827,7 +7884,7 @@ static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_
     /* the bias, "<prefix>.bias" */
     {
         size_t nl = strlen(name);
-        const lwo_st_tensor *b = NULL;
+        const lwo_safetensors_tensor *b = NULL;
         if (nl > 7 && strcmp(name + nl - 7, ".weight") == 0) b = lwo__st_find_suffix(f, name, nl - 7, ".bias");
         if (b) {
             lwo__st_shape(b, sh, sizeof sh);
@@ -7838,11 +7895,11 @@ static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_
             }
             p->bias = b;
             switch (b->dtype) {
-            case LWO_ST_F32: case LWO_ST_F16: case LWO_ST_BF16:
+            case LWO_DTYPE_F32: case LWO_DTYPE_F16: case LWO_DTYPE_BF16:
                 p->d.bias = b->data;   /* read through the driver's copy: alignment does not matter */
-                p->d.bias_dtype = lwo_st_dtype_to_lwo(b->dtype);
+                p->d.bias_dtype = lwo__st_kernel_dtype(b->dtype);
                 break;
-            case LWO_ST_F64: {
+            case LWO_DTYPE_F64: {
                 float *bf = (float *)LWO_MALLOC((size_t)N * 4);
                 if (!bf) { lwo__st_fail(f, "out of host memory"); return LWO_ERROR_OUT_OF_HOST_MEMORY; }
                 for (i = 0; i < N; i++) bf[i] = lwo__st_load(b->data, b->dtype, i);
@@ -7852,7 +7909,7 @@ static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_
                 break;
             }
             default:
-                lwo__st_fail(f, "tensor \"%.300s\" is %s; a bias is F32, F16, BF16 or F64", b->name, lwo_st_dtype_name(b->dtype));
+                lwo__st_fail(f, "tensor \"%.300s\" is %s; a bias is F32, F16, BF16 or F64", b->name, lwo__st_dtype_tag(b->dtype));
                 return LWO_ERROR_UNSUPPORTED;
             }
         }
@@ -7860,9 +7917,9 @@ static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_
     return LWO_SUCCESS;
 }
 
-LWO_API lwo_result lwo_safetensors_weight_format(lwo_safetensors *f, const char *weight_name, lwo_store_format store,
-                                                 lwo_format *out) {
-    lwo_st_quant q;
+LWO_DEF lwo_result lwo_safetensors_weight_format(lwo_safetensors *f, const char *weight_name, lwo_format store,
+                                                 lwo_format *out) {   /* store: what a policy or caller asks for */
+    lwo_safetensors_quant q;
     lwo_result r;
     if (!f || !weight_name || !out) {
         if (f) lwo__st_fail(f, "lwo_safetensors_weight_format: argument '%s' is NULL", !weight_name ? "weight_name" : "out");
@@ -7870,35 +7927,36 @@ LWO_API lwo_result lwo_safetensors_weight_format(lwo_safetensors *f, const char 
     }
     *out = LWO_FORMAT_BF16;
     switch (store) {
-    case LWO_STORE_BF16: *out = LWO_FORMAT_BF16; return LWO_SUCCESS;
-    case LWO_STORE_F16: *out = LWO_FORMAT_F16; return LWO_SUCCESS;
-    case LWO_STORE_FP8_E4M3: *out = LWO_FORMAT_FP8_E4M3; return LWO_SUCCESS;
-    case LWO_STORE_FP8_E5M2: *out = LWO_FORMAT_FP8_E5M2; return LWO_SUCCESS;
-    case LWO_STORE_INT8: *out = LWO_FORMAT_INT8; return LWO_SUCCESS;
-    case LWO_STORE_F32:
+    case LWO_FORMAT_BF16: *out = LWO_FORMAT_BF16; return LWO_SUCCESS;
+    case LWO_FORMAT_F16: *out = LWO_FORMAT_F16; return LWO_SUCCESS;
+    case LWO_FORMAT_FP8_E4M3: *out = LWO_FORMAT_FP8_E4M3; return LWO_SUCCESS;
+    case LWO_FORMAT_FP8_E5M2: *out = LWO_FORMAT_FP8_E5M2; return LWO_SUCCESS;
+    case LWO_FORMAT_INT8: *out = LWO_FORMAT_INT8; return LWO_SUCCESS;
+    case LWO_FORMAT_FP8_E4M3_W8A8: *out = LWO_FORMAT_FP8_E4M3_W8A8; return LWO_SUCCESS;
+    case LWO_FORMAT_F32:
         lwo__st_fail(f, "tensor \"%.300s\": the storage policy asks for f32, but lwo stores weights as bf16, f16, fp8 or int8 "
-                     "(ask for LWO_STORE_BF16, or LWO_STORE_KEEP)", weight_name);
+                     "(ask for LWO_FORMAT_BF16, or LWO_FORMAT_KEEP)", weight_name);
         return LWO_ERROR_UNSUPPORTED;
-    case LWO_STORE_KEEP: break;
+    case LWO_FORMAT_KEEP: break;
     default:
-        lwo__st_fail(f, "tensor \"%.300s\": storage format %d is not an lwo_store_format", weight_name, (int)store);
+        lwo__st_fail(f, "tensor \"%.300s\": storage format %d is not an lwo_format", weight_name, (int)store);
         return LWO_ERROR_INVALID_ARGUMENT;
     }
-    if ((r = lwo_safetensors_quant_info(f, weight_name, &q)) != 0) return r;
+    if ((r = lwo_safetensors_get_quant_info(f, weight_name, &q)) != 0) return r;
     switch (q.weight->dtype) {
-    case LWO_ST_BF16: case LWO_ST_F32: case LWO_ST_F64: *out = LWO_FORMAT_BF16; return LWO_SUCCESS;
-    case LWO_ST_F16: *out = LWO_FORMAT_F16; return LWO_SUCCESS;
-    case LWO_ST_F8_E4M3: *out = LWO_FORMAT_FP8_E4M3; return LWO_SUCCESS;
-    case LWO_ST_F8_E5M2: *out = LWO_FORMAT_FP8_E5M2; return LWO_SUCCESS;
-    case LWO_ST_I8: if (q.format == LWO_ST_QUANT_LWO_INT8) { *out = LWO_FORMAT_INT8; return LWO_SUCCESS; } break;
+    case LWO_DTYPE_BF16: case LWO_DTYPE_F32: case LWO_DTYPE_F64: *out = LWO_FORMAT_BF16; return LWO_SUCCESS;
+    case LWO_DTYPE_F16: *out = LWO_FORMAT_F16; return LWO_SUCCESS;
+    case LWO_DTYPE_F8_E4M3: *out = LWO_FORMAT_FP8_E4M3; return LWO_SUCCESS;
+    case LWO_DTYPE_F8_E5M2: *out = LWO_FORMAT_FP8_E5M2; return LWO_SUCCESS;
+    case LWO_DTYPE_I8: if (q.convention == LWO_CONVENTION_LWO_INT8) { *out = LWO_FORMAT_INT8; return LWO_SUCCESS; } break;
     default: break;
     }
-    lwo__st_fail(f, "tensor \"%.300s\" is %s%s; no lwo format keeps it", weight_name, lwo_st_dtype_name(q.weight->dtype),
-                 q.weight->dtype == LWO_ST_I8 ? " without lwo's int8 convention" : "");
+    lwo__st_fail(f, "tensor \"%.300s\" is %s%s; no lwo format keeps it", weight_name, lwo__st_dtype_tag(q.weight->dtype),
+                 q.weight->dtype == LWO_DTYPE_I8 ? " without lwo's int8 convention" : "");
     return LWO_ERROR_UNSUPPORTED;
 }
 
-LWO_API lwo_result lwo_safetensors_load_weight(lwo_context *ctx, lwo_safetensors *f, const char *weight_name,
+LWO_DEF lwo_result lwo_safetensors_load_weight(lwo_context *ctx, lwo_safetensors *f, const char *weight_name,
                                                lwo_format format, lwo_placement placement, lwo_weight **out) {
     lwo__st_prep p;
     lwo__host_reg *reg = NULL;
@@ -7931,7 +7989,7 @@ LWO_API lwo_result lwo_safetensors_load_weight(lwo_context *ctx, lwo_safetensors
     return LWO_SUCCESS;
 }
 
-LWO_API lwo_result lwo_safetensors_load_weight_policy(lwo_context *ctx, lwo_safetensors *f, const char *weight_name,
+LWO_DEF lwo_result lwo_safetensors_load_weight_policy(lwo_context *ctx, lwo_safetensors *f, const char *weight_name,
                                                       const lwo_storage_policy *policy, lwo_placement placement,
                                                       lwo_weight **out) {
     lwo_format fmt;
@@ -7947,7 +8005,7 @@ LWO_API lwo_result lwo_safetensors_load_weight_policy(lwo_context *ctx, lwo_safe
 
 /* ==== 11. Stats and logging ================================================================== */
 /* Reading the stats waits for the compute stream, so the timings of all the work so far count. */
-LWO_DEF lwo_result lwo_stats_get(lwo_context *ctx, lwo_stats *out) {
+LWO_DEF lwo_result lwo_context_get_stats(lwo_context *ctx, lwo_stats *out) {
     LWO__ENTER(ctx);
     if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
     if (ctx->engine) lwo__engine_harvest(ctx, ctx->engine, 1, 0);
