@@ -3,7 +3,8 @@
 # seconds and headline figures) and, when every part passed, the stamp tests/gpu-verified.txt
 # (tests/gpu_stamp.py). Exits non-zero when any part failed. Parts:
 #   build       every GPU program (make gpu-build)
-#   test_gpu*   the GPU test programs, each against its CPU references
+#   test_gpu*   the GPU test programs, each against its CPU references; test_dit_selftest, the
+#               diffusion demo's GPU path against its CPU reference (bf16, int8, fp8 storage)
 #   sanitizer   compute-sanitizer memcheck and racecheck of the quick streaming test
 #   demo        make demo: hello, then the diffusion demo under its default budget; the PNG written
 #               and every class of its images classified as that class by >= 80% (tests/score_demo.sh)
@@ -50,7 +51,7 @@ if has build; then
                 || { row build FAIL $secs "$(tail -n 3 "$O/build.log" | tr '\n|' ' /')"; }
 fi
 if has tests; then
-  for t in test_gpu test_gpu_gemm test_gpu_graphs test_gpu_stream test_gpu_safetensors test_gpu_plan; do
+  for t in test_gpu test_gpu_gemm test_gpu_graphs test_gpu_stream test_gpu_safetensors test_gpu_plan test_dit_selftest; do
     run $t 240 "$O/$t.log" build/$t
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$O/$t.log" | tail -n 1)
     if [ $rc -eq 0 ] && [ -n "$line" ]; then row $t PASS $secs "$line"
