@@ -109,14 +109,47 @@ static inline void check_rmtree(const char *path) {
 
 #ifdef LWO_H
 /* A tensor entry for lwo_safetensors_write (the safetensors tests write their own checkpoints). */
-static inline lwo_st_write_tensor check_st_tensor(const char *name, lwo_st_dtype dt, int ndim, const uint64_t *shape, const void *data) {
-    lwo_st_write_tensor t;
+static inline lwo_safetensors_write_tensor check_st_tensor(const char *name, lwo_dtype dt, int ndim, const uint64_t *shape, const void *data) {
+    lwo_safetensors_write_tensor t;
     uint64_t n = 1;
     int i;
     memset(&t, 0, sizeof t);
     for (i = 0; i < ndim; i++) n *= shape[i];
-    t.name = name; t.dtype = dt; t.ndim = ndim; t.shape = shape; t.data = data; t.bytes = n * lwo_st_dtype_size(dt);
+    t.name = name; t.dtype = dt; t.ndim = ndim; t.shape = shape; t.data = data; t.bytes = n * lwo_dtype_size(dt);
     return t;
+}
+/* lwo_safetensors_create from one file, or from bytes in memory (the tests open checkpoints often). */
+static inline lwo_result check_st_open(const char *path, lwo_safetensors **out) {
+    lwo_safetensors_desc d;
+    memset(&d, 0, sizeof d);
+    d.path = path;
+    return lwo_safetensors_create(&d, out);
+}
+static inline lwo_result check_st_open_memory(const void *data, size_t size, lwo_safetensors **out) {
+    lwo_safetensors_desc d;
+    memset(&d, 0, sizeof d);
+    d.data = data;
+    d.size = size;
+    return lwo_safetensors_create(&d, out);
+}
+/* lwo_safetensors_write of `count` tensors and `meta_count` metadata pairs; its desc's error text
+   is copied into err (err_size bytes, "" on success). */
+static inline lwo_result check_st_write(const char *path, const lwo_safetensors_write_tensor *tensors, size_t count,
+                                        const char *const *keys, const char *const *values, size_t meta_count,
+                                        char *err, size_t err_size) {
+    lwo_safetensors_write_desc d;
+    lwo_result r;
+    memset(&d, 0, sizeof d);
+    d.path = path; d.tensors = tensors; d.tensor_count = count;
+    d.meta_keys = keys; d.meta_values = values; d.meta_count = meta_count;
+    r = lwo_safetensors_write(&d);
+    if (err && err_size) {   /* a copy cut to err_size (snprintf would warn that it may cut) */
+        size_t n = strlen(d.error);
+        if (n >= err_size) n = err_size - 1;
+        memcpy(err, d.error, n);
+        err[n] = 0;
+    }
+    return r;
 }
 #endif
 #endif

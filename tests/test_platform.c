@@ -197,22 +197,22 @@ static void test_mapping(void) {
     {   /* a checkpoint with a UTF-8 name, written and read through lwo's safetensors calls */
         uint64_t shape[2] = { 4, 8 };
         float w[32];
-        lwo_st_write_tensor t;
+        lwo_safetensors_write_tensor t;
         lwo_safetensors *f = NULL;
-        const lwo_st_tensor *st;
+        const lwo_safetensors_tensor *st;
         char werr[512];
         for (i = 0; i < 32; i++) w[i] = (float)i * 0.5f;
-        t = check_st_tensor("w", LWO_ST_F32, 2, shape, w);
-        r = lwo_safetensors_write(tpath(UNAME ".safetensors"), &t, 1, NULL, NULL, 0, werr, sizeof werr);
+        t = check_st_tensor("w", LWO_DTYPE_F32, 2, shape, w);
+        r = check_st_write(tpath(UNAME ".safetensors"), &t, 1, NULL, NULL, 0, werr, sizeof werr);
         CHECK(r == LWO_SUCCESS, "write %s: %s", UNAME ".safetensors", werr);
-        r = lwo_safetensors_open(tpath(UNAME ".safetensors"), &f);
+        r = check_st_open(tpath(UNAME ".safetensors"), &f);
         st = r == LWO_SUCCESS ? lwo_safetensors_find(f, "w") : NULL;
-        CHECK(st && st->bytes == sizeof w && memcmp(st->data, w, sizeof w) == 0, "read back: %s", f ? lwo_safetensors_error(f) : "");
-        lwo_safetensors_close(f);
-        r = lwo_safetensors_open(tpath("missing.safetensors"), &f);
-        CHECK(r == LWO_ERROR_IO && strstr(lwo_safetensors_error(f), "missing.safetensors"), "%s", lwo_safetensors_error(f));
-        lwo_safetensors_close(f);
-        r = lwo_safetensors_write(tpath("no-such-folder/x.safetensors"), &t, 1, NULL, NULL, 0, werr, sizeof werr);
+        CHECK(st && st->bytes == sizeof w && memcmp(st->data, w, sizeof w) == 0, "read back: %s", f ? lwo_safetensors_last_error(f) : "");
+        lwo_safetensors_destroy(f);
+        r = check_st_open(tpath("missing.safetensors"), &f);
+        CHECK(r == LWO_ERROR_IO && strstr(lwo_safetensors_last_error(f), "missing.safetensors"), "%s", lwo_safetensors_last_error(f));
+        lwo_safetensors_destroy(f);
+        r = check_st_write(tpath("no-such-folder/x.safetensors"), &t, 1, NULL, NULL, 0, werr, sizeof werr);
         CHECK(r == LWO_ERROR_IO && strstr(werr, "cannot create"), "a write into a missing folder: %s", werr);
     }
 }
@@ -274,15 +274,15 @@ static void test_big_file(void) {
               "bytes past 4 GiB read through the mapping");
         lwo__unmap_file(base, size);
     }
-    r = lwo_safetensors_open(path, &f);
-    CHECK(r == LWO_SUCCESS, "open: %s", lwo_safetensors_error(f));
+    r = check_st_open(path, &f);
+    CHECK(r == LWO_SUCCESS, "open: %s", lwo_safetensors_last_error(f));
     if (r == LWO_SUCCESS) {
-        const lwo_st_tensor *b = lwo_safetensors_find(f, "big"), *t = lwo_safetensors_find(f, "tail");
+        const lwo_safetensors_tensor *b = lwo_safetensors_find(f, "big"), *t = lwo_safetensors_find(f, "tail");
         CHECK(b && b->bytes == big && b->numel == big && b->shape[0] == big, "a tensor of 2^32 + 16 bytes");
         CHECK(t && t->bytes == 16 && memcmp(t->data, tail, 16) == 0, "the tensor past 4 GiB has its bytes");
         CHECK(t && b && (const uint8_t *)t->data - (const uint8_t *)b->data == (ptrdiff_t)big, "at a 64-bit offset");
     }
-    lwo_safetensors_close(f);
+    lwo_safetensors_destroy(f);
     CHECK(lwo__remove_file(path), "remove the big file");
 }
 
