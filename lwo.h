@@ -1,4 +1,4 @@
-/* lwo.h - low-VRAM weights, offloaded. v0.1.0
+/* lwo.h - low-VRAM weights, offloaded. v0.2.0
    A header-only C library that runs neural networks larger than the GPU's memory: weights live in
    host RAM in compact formats (fp8, int8), stream to the GPU ahead of the layer that needs them,
    and feed lwo's own kernels. The CUDA driver and NVRTC are loaded at run time; nothing from the
@@ -34,26 +34,39 @@
      lwo_convert(ctx, NULL, a, b, 1.0f);    // upcast on the context's compute stream
      lwo_destroy(ctx);                      // frees every tensor, stream and module it made
 
-   CONTENTS (sections appear in this order, each uses only those above it)
-     Public API ........ results, dtypes, context, tensors, streams, modules, kernels, CPU refs,
-                         weights and lwo_linear, safetensors, stats, streaming plan and passes
-     1. Platform ....... POSIX and Win32: libraries, clock, files, folders, mapping, allocation
-     2. Driver loader .. one X-macro table of CUDA driver entry points via cuGetProcAddress
-     3. NVRTC loader ... search order, version
-     4. Kernel module .. compile for the device's exact arch, atomic on-disk cubin cache
-     5. Memory ......... device arena of exactly the budget, pinned host buffers, weights' host homes
-     6. Tensors ........ device tensors, streams, events, the caller's own modules
-     7. Kernels, ops ... CPU references; convert, quantize; weights, GEMMs, lwo_linear; create/destroy
-     8. Streaming ...... planner, staging ring, offload streams, passes, whole-pass graphs
-     10. safetensors ... bounds-checked reader, writer, conventions, storage policies, checkpoint
-                         tensors as weights (zero copy from the mapping)
-     11. Stats, logging
+   CONTENTS (the public API, then the implementation, in the same sections and order; each section
+   uses only those above it, and none declares a function of a later one)
+     0. Core ............ C library, allocation hooks, the CUDA ABI lwo calls, the context, results,
+                          errors, logging
+     1. Platform ........ POSIX and Win32: libraries, clock, files, folders, mapping
+     2. Driver loader ... the CUDA driver's entry points through cuGetProcAddress
+     3. NVRTC loader .... search order, version, compile
+     4. Modules ......... the embedded kernels, compiled for the exact arch, cubin cache; launches;
+                          your own modules
+     5. Memory .......... the device arena of exactly the budget; pinned host memory; registrations
+     6. Tensors ......... device tensors, upload and download; streams and events
+     7. Kernels ......... CPU references; convert, quantize, pad on the GPU
+     8. GEMMs ........... the reference of lwo_linear; mma.sync and sm_90a wgmma GEMMs, tile choice
+     9. Weights ......... storage formats, host homes, items (what streams), weights, sizing queries
+     10. Streaming ...... the planner, the staging ring, offload streams, passes, acquire/release
+     11. Linear, graphs . lwo_linear and its per-shape graphs; whole passes as graphs
+     12. safetensors .... the bounds-checked reader and the writer
+     13. Checkpoints .... conventions, storage policies, conversion, weights from a checkpoint
+     14. Stats .......... counters
+     15. Context ........ lwo_create, lwo_destroy, lwo_context_get_info
 
    THREAD SAFETY
      A context is used by one thread at a time. Two contexts in one process do not interfere:
      there is no global mutable state; every table lives in the context.
 
    REVISIONS
+     0.2.0  one layering pass: sections in dependency order; one name for each idea (_create and
+            _destroy, _get_info, the lwo_safetensors_ prefix, one format enum with lwo_format_name,
+            one dtype enum, one error channel per object); desc structs for calls with many inputs
+            (lwo_linear, lwo_launch, lwo_quantize, the references, the checkpoint writer and
+            conversion, lwo_plan_create); sizing queries (lwo_weight_device_bytes,
+            lwo_linear_workspace_bytes); a plan that succeeds never runs out of budget. Not
+            source-compatible with 0.1: see the README's table of old and new names.
      0.1.0  loaders, kernel module and cache, arena, convert and quantize kernels, mma.sync GEMMs
             and lwo_linear, the streaming engine, safetensors.
 */
@@ -69,7 +82,7 @@
 #define LWO_H
 
 #define LWO_VERSION_MAJOR 0
-#define LWO_VERSION_MINOR 1
+#define LWO_VERSION_MINOR 2
 #define LWO_VERSION_PATCH 0
 
 #include <stddef.h>
@@ -265,6 +278,32 @@ typedef struct lwo_ref_quantize_desc {
 } lwo_ref_quantize_desc;
 LWO_API lwo_result lwo_ref_quantize(const lwo_ref_quantize_desc *desc);
 
+/* The W8A8 prep on the CPU (lwo_weight_desc in section 9 describes it), the reference of what lwo_weight_create stores and what
+   lwo_linear feeds its GEMM: out[r, j] for j < out_cols, f32, from x [rows, cols] (f32/f16/bf16):
+   u[j] = x[r, perm[j]] then / smooth[perm[j]] (weight == 0: activations) or * smooth[perm[j]]
+   (weight != 0: weights), 0 for j >= cols; then the rotation in blocks of `hadamard` (0: none)
+   over the first cols rounded up to the block, as lwo_ref_hadamard. perm and smooth may be NULL.
+   out_cols must be at least cols rounded up to the block. Quantizing the result per row with
+   lwo_ref_quantize (f32, cols = out_cols, no smooth) gives the stored codes bit for bit.
+   LWO_ERROR_INVALID_ARGUMENT for a NULL x or out, a bad dtype or block size, a short out_cols, or a
+   perm that is not a permutation of 0..cols-1; LWO_ERROR_OUT_OF_HOST_MEMORY if checking perm cannot
+   allocate cols / 8 bytes. */
+typedef struct lwo_ref_prep_desc {
+    const void *x; lwo_dtype x_dtype;
+    uint64_t rows, cols;
+    const int32_t *perm;       /* optional */
+    const float *smooth;       /* optional */
+    int weight;                /* 1: multiply by smooth (a weight); 0: divide (activations) */
+    int hadamard;              /* the block size, 0 = none */
+    float *out;                /* [rows, out_cols] */
+    uint64_t out_cols;
+} lwo_ref_prep_desc;
+LWO_API lwo_result lwo_ref_prep_rows(const lwo_ref_prep_desc *desc);
+/* The normalized Walsh-Hadamard rotation of v[0..n) in place, in blocks of `block` (a power of two,
+   2..256, dividing n), in the documented f32 order: stages h = 1, 2, .., block/2, the pair
+   (i, i + h) with i & h == 0 becoming (v[i] + v[i+h], v[i] - v[i+h]); then each v[i] * s_b. */
+LWO_API lwo_result lwo_ref_hadamard(float *v, uint64_t n, int block);
+
 /* ==== Public API 8. GEMMs: the reference of every lwo_linear path ============================ */
 /* y[m,n] = epi(acc), acc = sum_k x[m,k] * w[n,k] with x, w as the GEMM sees them (x after
    quantization, W as stored or upcast; row strides ldx, ldw elements, 0 = K). i8 x i8: exact integer
@@ -399,40 +438,6 @@ LWO_API lwo_result lwo_weight_get_info(lwo_context *ctx, const lwo_weight *w, lw
    resident when the weight streams). Needs no context: what a caller sizes its budget with before
    lwo_create. 0 for a desc lwo_weight_create would reject for its shape or format. */
 LWO_API uint64_t lwo_weight_device_bytes(const lwo_weight_desc *desc);
-/* For your own ops on a streamable weight: acquire makes the weight readable by kernels enqueued
-   next on `stream` (waiting on the GPU for its transfer, never on the host) and fills `out` with
-   device tensors valid until release; release records that the work enqueued so far on `stream`
-   is the last to read it, so its bytes in the staging ring may be overwritten after that work.
-   lwo_linear does both itself. On a resident weight both are cheap and `out` is what
-   lwo_weight_get_info gives. */
-LWO_API lwo_result lwo_weight_acquire(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w, lwo_weight_info *out);
-LWO_API lwo_result lwo_weight_release(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w);
-
-/* The W8A8 prep on the CPU (see above), the reference of what lwo_weight_create stores and what
-   lwo_linear feeds its GEMM: out[r, j] for j < out_cols, f32, from x [rows, cols] (f32/f16/bf16):
-   u[j] = x[r, perm[j]] then / smooth[perm[j]] (weight == 0: activations) or * smooth[perm[j]]
-   (weight != 0: weights), 0 for j >= cols; then the rotation in blocks of `hadamard` (0: none)
-   over the first cols rounded up to the block, as lwo_ref_hadamard. perm and smooth may be NULL.
-   out_cols must be at least cols rounded up to the block. Quantizing the result per row with
-   lwo_ref_quantize (f32, cols = out_cols, no smooth) gives the stored codes bit for bit.
-   LWO_ERROR_INVALID_ARGUMENT for a NULL x or out, a bad dtype or block size, a short out_cols, or a
-   perm that is not a permutation of 0..cols-1; LWO_ERROR_OUT_OF_HOST_MEMORY if checking perm cannot
-   allocate cols / 8 bytes. */
-typedef struct lwo_ref_prep_desc {
-    const void *x; lwo_dtype x_dtype;
-    uint64_t rows, cols;
-    const int32_t *perm;       /* optional */
-    const float *smooth;       /* optional */
-    int weight;                /* 1: multiply by smooth (a weight); 0: divide (activations) */
-    int hadamard;              /* the block size, 0 = none */
-    float *out;                /* [rows, out_cols] */
-    uint64_t out_cols;
-} lwo_ref_prep_desc;
-LWO_API lwo_result lwo_ref_prep_rows(const lwo_ref_prep_desc *desc);
-/* The normalized Walsh-Hadamard rotation of v[0..n) in place, in blocks of `block` (a power of two,
-   2..256, dividing n), in the documented f32 order: stages h = 1, 2, .., block/2, the pair
-   (i, i + h) with i & h == 0 becoming (v[i] + v[i+h], v[i] - v[i+h]); then each v[i] * s_b. */
-LWO_API lwo_result lwo_ref_hadamard(float *v, uint64_t n, int block);
 
 /* ==== Public API 10. Streaming ================================================================ */
 /* Which weights stay resident and how large a staging ring the rest stream through, under a budget.
@@ -509,6 +514,14 @@ LWO_API lwo_result lwo_streaming_plan(lwo_context *ctx, const lwo_streaming_desc
 LWO_API lwo_result lwo_pass_begin(lwo_context *ctx);
 /* Ends a pass. Weights still acquired are released (as if lwo_weight_release on the compute stream). */
 LWO_API lwo_result lwo_pass_end(lwo_context *ctx);
+/* For your own ops on a streamable weight: acquire makes the weight readable by kernels enqueued
+   next on `stream` (waiting on the GPU for its transfer, never on the host) and fills `out` with
+   device tensors valid until release; release records that the work enqueued so far on `stream`
+   is the last to read it, so its bytes in the staging ring may be overwritten after that work.
+   lwo_linear does both itself. On a resident weight both are cheap and `out` is what
+   lwo_weight_get_info gives. */
+LWO_API lwo_result lwo_weight_acquire(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w, lwo_weight_info *out);
+LWO_API lwo_result lwo_weight_release(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w);
 
 /* ==== Public API 11. Linear and graphs ======================================================= */
 /* y[M, N] = x[M, K] W^T + bias, ordered on `stream` (NULL = compute stream).
@@ -864,7 +877,7 @@ typedef struct lwo_stats {
     uint64_t kernels_launched;
     uint64_t bytes_uploaded, bytes_downloaded;
     uint64_t modules_compiled, modules_from_cache;
-    /* streaming (section 8) */
+    /* streaming (section 10) */
     uint64_t bytes_streamed, transfers;  /* host-to-device weight traffic through the ring (a
                                             captured pass counts at each lwo_graph_launch) */
     uint64_t passes, order_deviations;   /* passes ended; acquisitions that left the learned order */
@@ -995,49 +1008,11 @@ LWO_API lwo_result lwo_context_get_info(lwo_context *ctx, lwo_context_info *out)
 #ifdef LWO_IMPLEMENTATION
 #ifndef LWO_IMPLEMENTATION_DONE
 #define LWO_IMPLEMENTATION_DONE
-
-/* ==== 1. Platform ============================================================================ */
-/* Everything that differs between POSIX and Windows is in this section, as small lwo__ functions
-   with one POSIX and one Win32 body each; the sections below call them and never test _WIN32.
-   On Windows every path lwo is given or builds is UTF-8, widened (MultiByteToWideChar) for the W
-   APIs, so a user name or folder outside the ANSI code page works; what Windows hands back (file
-   names, environment values, error text) is narrowed to UTF-8 the same way. File sizes and
-   offsets are 64-bit on both. */
-#if defined(_WIN32)
-#if !defined(_WIN64)
-#error "lwo needs 64-bit Windows: the CUDA 12 driver API it calls has no 32-bit form"
-#endif
-/* the lean windows.h, without min/max macros; the two switches are undone after it unless the
-   including file had set them itself. The file that defines LWO_IMPLEMENTATION sees the rest of
-   windows.h's macros (near, far, ...): keep it a file of its own where that matters. */
-#ifndef WIN32_LEAN_AND_MEAN
-#define WIN32_LEAN_AND_MEAN
-#define LWO__UNDEF_LEAN
-#endif
-#ifndef NOMINMAX
-#define NOMINMAX
-#define LWO__UNDEF_NOMINMAX
-#endif
-#include <windows.h>
-#ifdef LWO__UNDEF_LEAN
-#undef WIN32_LEAN_AND_MEAN
-#undef LWO__UNDEF_LEAN
-#endif
-#ifdef LWO__UNDEF_NOMINMAX
-#undef NOMINMAX
-#undef LWO__UNDEF_NOMINMAX
-#endif
-#else
-#include <dirent.h>
-#include <dlfcn.h>
-#include <fcntl.h>
-#include <glob.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/types.h>
-#include <time.h>
-#include <unistd.h>
-#endif
+/* ==== 0. Core ================================================================================ */
+/* What every section below uses: the C library, the allocation hooks, a few helpers; the CUDA
+   driver's and NVRTC's types and function tables, declared here so no CUDA header is needed; the
+   context, which holds every table and resource lwo has (two contexts never share mutable state);
+   results, errors and logging. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -1100,6 +1075,330 @@ static uint64_t lwo__fnv1a(uint64_t h, const void *data, size_t n) {
 }
 #define LWO__FNV_SEED 0xcbf29ce484222325ull
 
+/* ---- the CUDA driver API and NVRTC, as lwo calls them --------------------------------------- */
+/* The few driver types lwo needs, declared here so no CUDA header is needed to build. */
+typedef int lwo__CUresult;
+typedef int lwo__CUdevice;
+typedef void *lwo__CUcontext;
+typedef void *lwo__CUmodule;
+typedef void *lwo__CUfunction;
+typedef void *lwo__CUstream;
+typedef void *lwo__CUevent;
+typedef void *lwo__CUgraph;
+typedef void *lwo__CUgraphExec;
+typedef void *lwo__CUgraphNode;
+typedef unsigned long long lwo__CUdeviceptr;
+/* CUDA_KERNEL_NODE_PARAMS_v2 of the CUDA 12 driver API (what cuGraphExecKernelNodeSetParams takes
+   at API version 12000): kern and ctx zero, so `func` is the kernel. */
+typedef struct lwo__kernel_node_params {
+    lwo__CUfunction func;
+    unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+    void **kernelParams, **extra;
+    void *kern, *ctx;
+} lwo__kernel_node_params;
+/* CUlaunchConfig: the launch cuOccupancyMaxActiveClusters is asked about (no attributes: the
+   cluster shape is the kernel's own, __cluster_dims__). */
+typedef struct lwo__launch_config {
+    unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+    lwo__CUstream hStream;
+    void *attrs;
+    unsigned numAttrs;
+} lwo__launch_config;
+typedef struct lwo__launch_attr { int id, pad; unsigned int value[16]; } lwo__launch_attr; /* CUlaunchAttribute */
+
+enum {
+    LWO__CUDA_SUCCESS = 0, LWO__CUDA_ERROR_OUT_OF_MEMORY = 2, LWO__CUDA_ERROR_NOT_INITIALIZED = 3,
+    LWO__CUDA_ERROR_STUB_LIBRARY = 34, LWO__CUDA_ERROR_NO_DEVICE = 100, LWO__CUDA_ERROR_INVALID_DEVICE = 101,
+    LWO__CUDA_ERROR_NOT_READY = 600,
+    LWO__CU_ATTR_MAX_THREADS_PER_BLOCK = 1, LWO__CU_ATTR_SM_COUNT = 16, LWO__CU_ATTR_CC_MAJOR = 75,
+    LWO__CU_ATTR_CC_MINOR = 76, LWO__CU_ATTR_MAX_SMEM_OPTIN = 97,
+    LWO__CU_FUNC_ATTR_MAX_DYNAMIC_SMEM = 8, LWO__CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6,
+    LWO__CU_STREAM_NON_BLOCKING = 1, LWO__CU_EVENT_DISABLE_TIMING = 2
+};
+
+/* The driver API version lwo asks cuGetProcAddress for: with 12000 the unversioned names below
+   resolve to their current (_v2, _v3) entry points, never the CUDA 3.x-era ABI. */
+#define LWO__CUDA_API_VERSION 12000
+
+/* One line per driver entry point: X(name, return-and-parameter list). */
+#define LWO__DRIVER_FUNCS(X)                                                                          \
+    X(cuGetErrorName, (lwo__CUresult, const char **))                                                \
+    X(cuGetErrorString, (lwo__CUresult, const char **))                                              \
+    X(cuInit, (unsigned))                                                                            \
+    X(cuDriverGetVersion, (int *))                                                                   \
+    X(cuDeviceGetCount, (int *))                                                                     \
+    X(cuDeviceGet, (lwo__CUdevice *, int))                                                           \
+    X(cuDeviceGetName, (char *, int, lwo__CUdevice))                                                 \
+    X(cuDeviceGetAttribute, (int *, int, lwo__CUdevice))                                             \
+    X(cuDeviceTotalMem, (size_t *, lwo__CUdevice))                                                   \
+    X(cuDevicePrimaryCtxRetain, (lwo__CUcontext *, lwo__CUdevice))                                   \
+    X(cuDevicePrimaryCtxRelease, (lwo__CUdevice))                                                    \
+    X(cuCtxSetCurrent, (lwo__CUcontext))                                                             \
+    X(cuCtxGetCurrent, (lwo__CUcontext *))                                                           \
+    X(cuCtxGetDevice, (lwo__CUdevice *))                                                             \
+    X(cuCtxSynchronize, (void))                                                                      \
+    X(cuMemGetInfo, (size_t *, size_t *))                                                            \
+    X(cuMemAlloc, (lwo__CUdeviceptr *, size_t))                                                      \
+    X(cuMemFree, (lwo__CUdeviceptr))                                                                 \
+    X(cuMemHostAlloc, (void **, size_t, unsigned))                                                   \
+    X(cuMemFreeHost, (void *))                                                                       \
+    X(cuMemHostRegister, (void *, size_t, unsigned))                                                 \
+    X(cuMemHostUnregister, (void *))                                                                 \
+    X(cuMemcpyHtoDAsync, (lwo__CUdeviceptr, const void *, size_t, lwo__CUstream))                    \
+    X(cuMemcpyDtoHAsync, (void *, lwo__CUdeviceptr, size_t, lwo__CUstream))                          \
+    X(cuMemcpyDtoDAsync, (lwo__CUdeviceptr, lwo__CUdeviceptr, size_t, lwo__CUstream))                \
+    X(cuMemsetD8Async, (lwo__CUdeviceptr, unsigned char, size_t, lwo__CUstream))                     \
+    X(cuMemsetD32Async, (lwo__CUdeviceptr, unsigned, size_t, lwo__CUstream))                         \
+    X(cuStreamCreate, (lwo__CUstream *, unsigned))                                                   \
+    X(cuStreamDestroy, (lwo__CUstream))                                                              \
+    X(cuStreamSynchronize, (lwo__CUstream))                                                          \
+    X(cuStreamWaitEvent, (lwo__CUstream, lwo__CUevent, unsigned))                                    \
+    X(cuEventCreate, (lwo__CUevent *, unsigned))                                                     \
+    X(cuEventDestroy, (lwo__CUevent))                                                                \
+    X(cuEventRecord, (lwo__CUevent, lwo__CUstream))                                                  \
+    X(cuEventSynchronize, (lwo__CUevent))                                                            \
+    X(cuEventQuery, (lwo__CUevent))                                                                  \
+    X(cuEventElapsedTime, (float *, lwo__CUevent, lwo__CUevent))                                     \
+    X(cuModuleLoadData, (lwo__CUmodule *, const void *))                                             \
+    X(cuModuleUnload, (lwo__CUmodule))                                                               \
+    X(cuModuleGetFunction, (lwo__CUfunction *, lwo__CUmodule, const char *))                         \
+    X(cuFuncSetAttribute, (lwo__CUfunction, int, int))                                               \
+    X(cuOccupancyMaxActiveClusters, (int *, lwo__CUfunction, const lwo__launch_config *))             \
+    X(cuOccupancyMaxActiveBlocksPerMultiprocessor, (int *, lwo__CUfunction, int, size_t))            \
+    X(cuLaunchKernel, (lwo__CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,   \
+                       unsigned, lwo__CUstream, void **, void **))                                   \
+    X(cuLaunchKernelEx, (const lwo__launch_config *, lwo__CUfunction, void **, void **))             \
+    X(cuStreamBeginCapture, (lwo__CUstream, int))                                                    \
+    X(cuStreamEndCapture, (lwo__CUstream, lwo__CUgraph *))                                           \
+    X(cuGraphInstantiateWithFlags, (lwo__CUgraphExec *, lwo__CUgraph, unsigned long long))            \
+    X(cuGraphLaunch, (lwo__CUgraphExec, lwo__CUstream))                                              \
+    X(cuGraphDestroy, (lwo__CUgraph))                                                                \
+    X(cuGraphExecDestroy, (lwo__CUgraphExec))                                                      \
+    X(cuGraphExecKernelNodeSetParams, (lwo__CUgraphExec, lwo__CUgraphNode, const lwo__kernel_node_params *)) \
+    X(cuStreamIsCapturing, (lwo__CUstream, int *))                                                   \
+    X(cuStreamGetCaptureInfo, (lwo__CUstream, int *, unsigned long long *, lwo__CUgraph *,           \
+                               const lwo__CUgraphNode **, size_t *))                                 \
+    X(cuTensorMapEncodeTiled, (void *, int, unsigned, void *, const uint64_t *, const uint64_t *,        \
+                               const unsigned *, const unsigned *, int, int, int, int))
+
+typedef struct lwo__driver {
+    void *lib;
+#define LWO__X(name, params) lwo__CUresult (*name) params;
+    LWO__DRIVER_FUNCS(LWO__X)
+#undef LWO__X
+} lwo__driver;
+
+typedef int lwo__nvrtcResult;
+typedef struct lwo__nvrtcProgram_st *lwo__nvrtcProgram;
+
+#define LWO__NVRTC_FUNCS(X)                                                                           \
+    X(nvrtcVersion, (int *, int *))                                                                  \
+    X(nvrtcCreateProgram, (lwo__nvrtcProgram *, const char *, const char *, int, const char *const *, \
+                           const char *const *))                                                     \
+    X(nvrtcDestroyProgram, (lwo__nvrtcProgram *))                                                    \
+    X(nvrtcCompileProgram, (lwo__nvrtcProgram, int, const char *const *))                            \
+    X(nvrtcGetProgramLogSize, (lwo__nvrtcProgram, size_t *))                                         \
+    X(nvrtcGetProgramLog, (lwo__nvrtcProgram, char *))                                               \
+    X(nvrtcGetCUBINSize, (lwo__nvrtcProgram, size_t *))                                              \
+    X(nvrtcGetCUBIN, (lwo__nvrtcProgram, char *))
+
+typedef struct lwo__nvrtc {
+    void *lib;
+    void *builtins; /* lwo__nvrtc_companion's, if any */
+    int version; /* major * 1000 + minor * 10, like the driver's */
+    char path[1024];
+#define LWO__X(name, params) lwo__nvrtcResult (*name) params;
+    LWO__NVRTC_FUNCS(LWO__X)
+#undef LWO__X
+} lwo__nvrtc;
+
+/* ---- the context ---------------------------------------------------------------------------- */
+typedef struct lwo__block { uint64_t off, size; } lwo__block;
+
+struct lwo_stream { uint32_t magic; lwo_context *ctx; lwo__CUstream s; lwo_stream *next; };
+struct lwo_event { uint32_t magic; lwo_context *ctx; lwo__CUevent e; lwo_event *next; };
+typedef struct lwo__host_block { void *p; struct lwo__host_block *next; } lwo__host_block;
+
+#define LWO__MAGIC_CTX 0x6c776f43u
+#define LWO__MAGIC_TENSOR 0x6c776f54u
+#define LWO__MAGIC_STREAM 0x6c776f53u
+#define LWO__MAGIC_EVENT 0x6c776f45u
+#define LWO__MAGIC_MODULE 0x6c776f4du
+
+#define LWO__WG_TILES 6 /* the Hopper GEMM's tiles (lwo__wg_tiles) */
+/* The context: every table and resource lwo holds, so two contexts never share mutable state.
+   Each section's fields are its own; the comments say which. */
+struct lwo_context {
+    uint32_t magic;
+    int ok; /* 1 once lwo_create succeeded; a failed context answers only last_error and destroy */
+    lwo_desc desc;
+    char *cache_dir, *nvrtc_path, *driver_path;
+    lwo__driver cu;
+    lwo__nvrtc nvrtc; /* loaded on the first compile only */
+    lwo__CUdevice dev;
+    lwo__CUcontext cuctx;
+    int own_ctx;
+    lwo__CUstream compute;
+    int own_stream;
+    lwo_device_info info;
+    lwo_startup_times times;
+    lwo_stats stats;
+    /* arena: one allocation of exactly the budget; free list sorted by offset */
+    lwo__CUdeviceptr arena;
+    uint64_t arena_size, arena_used, arena_peak;
+    lwo__block *free_list;
+    size_t nfree, capfree;
+    lwo_module *kernels; /* lwo's own module */
+    lwo_module *gemm_modules[4]; /* the tensor-core GEMMs, one module per operand type, built on first use */
+    int gemm_clusters[4][LWO__WG_TILES]; /* per module and Hopper tile: its clusters that fit at once (0: not asked) */
+    unsigned gemm_smem[4][LWO__WG_TILES]; /* ... and the dynamic shared memory its function is allowed (0: not set) */
+    int rowq_fit[3][3]; /* per x dtype (f32, f16, bf16): the ring quantizer's blocks per SM, for (threads, shared bytes) */
+    unsigned rowq_smem[3]; /* ... and the dynamic shared memory its function was allowed (0: not raised yet) */
+    lwo_module *modules;
+    lwo_tensor *tensors;
+    lwo_stream *streams;
+    lwo_event *events;
+    lwo__host_block *host_blocks;
+    lwo__CUdeviceptr scratch; /* 256 bytes of arena for reductions */
+    struct lwo__engine *engine; /* the streaming engine (section 10), made on first use */
+    uint64_t pinned_bytes;      /* host bytes pinned for weight homes, against desc.pinned_cap */
+    lwo_weight *weights;        /* every live weight (section 9) */
+    struct lwo__item **items;   /* every item made, by id (section 9); freed with the context */
+    size_t nitems, capitems;
+    struct lwo__host_reg *host_regs; /* shared registrations of caller ranges (section 5) */
+    uint64_t ws_off, ws_size;   /* lwo_linear's grow-only workspace in the arena (0: none) */
+    uint64_t split_off, split_size; /* the Hopper GEMMs' split area in the arena (0: none yet) */
+    int split_refused;              /* the arena had no room for it (logged once) */
+    int planned;                /* a streaming plan is in force: the workspace and split area are
+                                   what it reserved, and neither grows (section 10) */
+    int capturing;              /* a whole-pass capture is open (section 11): nothing grows (growing
+                                   synchronizes) and the engine joins its streams to the capture */
+    int chunk_logged;           /* lwo_linear said once that it runs x in row chunks */
+    struct lwo__lsink *lsink;   /* while lwo_linear captures or retargets a graph (section 11) */
+    char error[LWO__ERROR_CAP];
+};
+LWO_DEF const char *lwo_result_string(lwo_result r) {
+    static const char *const names[LWO_RESULT_COUNT] = {
+        "LWO_SUCCESS", "LWO_ERROR_INVALID_ARGUMENT", "LWO_ERROR_OUT_OF_HOST_MEMORY", "LWO_ERROR_NO_DRIVER",
+        "LWO_ERROR_STUB_DRIVER", "LWO_ERROR_DRIVER_SYMBOL", "LWO_ERROR_NO_DEVICE", "LWO_ERROR_NO_NVRTC",
+        "LWO_ERROR_COMPILE", "LWO_ERROR_OUT_OF_BUDGET", "LWO_ERROR_OUT_OF_DEVICE_MEMORY", "LWO_ERROR_BAD_FILE",
+        "LWO_ERROR_IO", "LWO_ERROR_UNSUPPORTED", "LWO_ERROR_NOT_FOUND", "LWO_ERROR_CUDA",
+    };
+    return (r >= 0 && r < LWO_RESULT_COUNT) ? names[r] : "LWO_ERROR_UNKNOWN";
+}
+
+LWO_DEF const char *lwo_last_error(const lwo_context *ctx) {
+    if (!ctx) return "no context (lwo_create could not allocate one, or NULL was passed)";
+    if (ctx->magic != LWO__MAGIC_CTX) return "not a live lwo_context";
+    return ctx->error;
+}
+
+static void lwo__log(lwo_context *ctx, lwo_log_level level, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    if ((int)level > ctx->desc.log_level) return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (ctx->desc.log) ctx->desc.log(ctx->desc.log_user, level, msg);
+#ifndef LWO_NO_STDIO
+    else fprintf(stderr, "lwo %s: %s\n", level == LWO_LOG_ERROR ? "error" : level == LWO_LOG_WARN ? "warning" : "info", msg);
+#endif
+}
+
+/* Records the failure detail and returns r, so callers write `return lwo__fail(ctx, r, ...)`. */
+static lwo_result lwo__fail(lwo_context *ctx, lwo_result r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
+    va_end(ap);
+    lwo__log(ctx, LWO_LOG_DEBUG, "%s: %s", lwo_result_string(r), ctx->error);
+    return r;
+}
+
+static lwo_result lwo__cuda_fail(lwo_context *ctx, lwo__CUresult rc, const char *what) {
+    const char *name = "?", *str = "";
+    if (ctx->cu.cuGetErrorName) ctx->cu.cuGetErrorName(rc, &name);
+    if (ctx->cu.cuGetErrorString) ctx->cu.cuGetErrorString(rc, &str);
+    return lwo__fail(ctx, rc == LWO__CUDA_ERROR_OUT_OF_MEMORY ? LWO_ERROR_OUT_OF_DEVICE_MEMORY : LWO_ERROR_CUDA,
+                     "%s failed: %s (%d): %s", what, name ? name : "?", rc, str ? str : "");
+}
+#define LWO__CU(ctx, call)                                                                            \
+    do {                                                                                             \
+        lwo__CUresult lwo__rc = (ctx)->cu.call;                                                      \
+        if (lwo__rc != 0) return lwo__cuda_fail((ctx), lwo__rc, #call);                              \
+    } while (0)
+
+/* Every entry point taking a context starts here: a usable context, made current on this thread. */
+static lwo_result lwo__enter(lwo_context *ctx) {
+    if (!ctx || ctx->magic != LWO__MAGIC_CTX) return LWO_ERROR_INVALID_ARGUMENT;
+    ctx->error[0] = 0;
+    if (!ctx->ok) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "this context failed to create; only lwo_last_error and lwo_destroy may be called");
+    LWO__CU(ctx, cuCtxSetCurrent(ctx->cuctx));
+    return LWO_SUCCESS;
+}
+#define LWO__ENTER(ctx)                                                                               \
+    do {                                                                                             \
+        lwo_result lwo__r = lwo__enter(ctx);                                                         \
+        if (lwo__r) return lwo__r;                                                                   \
+    } while (0)
+
+static lwo_result lwo__get_stream(lwo_context *ctx, lwo_stream *s, lwo__CUstream *out) {
+    *out = ctx->compute;
+    if (!s) return LWO_SUCCESS;
+    if (s->magic != LWO__MAGIC_STREAM) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'stream' is not a live lwo_stream");
+    if (s->ctx != ctx) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'stream' belongs to another lwo_context");
+    *out = s->s;
+    return LWO_SUCCESS;
+}
+#define LWO__GET_STREAM(ctx, s, out)                                                                  \
+    do {                                                                                             \
+        lwo_result lwo__r = lwo__get_stream((ctx), (s), &(out));                                     \
+        if (lwo__r) return lwo__r;                                                                   \
+    } while (0)
+
+/* ==== 1. Platform ============================================================================ */
+/* Everything that differs between POSIX and Windows is in this section, as small lwo__ functions
+   with one POSIX and one Win32 body each; the sections below call them and never test _WIN32.
+   On Windows every path lwo is given or builds is UTF-8, widened (MultiByteToWideChar) for the W
+   APIs, so a user name or folder outside the ANSI code page works; what Windows hands back (file
+   names, environment values, error text) is narrowed to UTF-8 the same way. File sizes and
+   offsets are 64-bit on both. */
+#if defined(_WIN32)
+#if !defined(_WIN64)
+#error "lwo needs 64-bit Windows: the CUDA 12 driver API it calls has no 32-bit form"
+#endif
+/* the lean windows.h, without min/max macros; the two switches are undone after it unless the
+   including file had set them itself. The file that defines LWO_IMPLEMENTATION sees the rest of
+   windows.h's macros (near, far, ...): keep it a file of its own where that matters. */
+#ifndef WIN32_LEAN_AND_MEAN
+#define WIN32_LEAN_AND_MEAN
+#define LWO__UNDEF_LEAN
+#endif
+#ifndef NOMINMAX
+#define NOMINMAX
+#define LWO__UNDEF_NOMINMAX
+#endif
+#include <windows.h>
+#ifdef LWO__UNDEF_LEAN
+#undef WIN32_LEAN_AND_MEAN
+#undef LWO__UNDEF_LEAN
+#endif
+#ifdef LWO__UNDEF_NOMINMAX
+#undef NOMINMAX
+#undef LWO__UNDEF_NOMINMAX
+#endif
+#else
+#include <dirent.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <glob.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+#endif
 /* ---- what each platform provides --------------------------------------------------------------
    lwo__now_ms()                       monotonic milliseconds
    lwo__page_size(), lwo__phys_ram()   bytes (phys_ram 0: unknown)
@@ -1816,8 +2115,7 @@ static void *lwo__nvrtc_companion(const char *nvrtc_path, int major, int minor) 
 }
 #endif
 
-/* ---- built on the functions above, the same on every platform ---------------------------------- */
-
+/* ---- built on the functions above, the same on every platform ------------------------------- */
 /* Writes a + b to path whole or not at all (temporary name, then rename). No fsync: the cache's
    readers check a checksum, so a file cut short by a crash is recompiled, not trusted. */
 static int lwo__write_file_atomic(const char *path, const void *a, size_t an, const void *b, size_t bn) {
@@ -1849,118 +2147,6 @@ static int lwo__mkdir_p(const char *dir) {
 }
 
 /* ==== 2. Driver loader ======================================================================= */
-/* The few driver types lwo needs, declared here so no CUDA header is needed to build. */
-typedef int lwo__CUresult;
-typedef int lwo__CUdevice;
-typedef void *lwo__CUcontext;
-typedef void *lwo__CUmodule;
-typedef void *lwo__CUfunction;
-typedef void *lwo__CUstream;
-typedef void *lwo__CUevent;
-typedef void *lwo__CUgraph;
-typedef void *lwo__CUgraphExec;
-typedef void *lwo__CUgraphNode;
-typedef unsigned long long lwo__CUdeviceptr;
-/* CUDA_KERNEL_NODE_PARAMS_v2 of the CUDA 12 driver API (what cuGraphExecKernelNodeSetParams takes
-   at API version 12000): kern and ctx zero, so `func` is the kernel. */
-typedef struct lwo__kernel_node_params {
-    lwo__CUfunction func;
-    unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
-    void **kernelParams, **extra;
-    void *kern, *ctx;
-} lwo__kernel_node_params;
-/* CUlaunchConfig: the launch cuOccupancyMaxActiveClusters is asked about (no attributes: the
-   cluster shape is the kernel's own, __cluster_dims__). */
-typedef struct lwo__launch_config {
-    unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
-    lwo__CUstream hStream;
-    void *attrs;
-    unsigned numAttrs;
-} lwo__launch_config;
-typedef struct lwo__launch_attr { int id, pad; unsigned int value[16]; } lwo__launch_attr; /* CUlaunchAttribute */
-
-enum {
-    LWO__CUDA_SUCCESS = 0, LWO__CUDA_ERROR_OUT_OF_MEMORY = 2, LWO__CUDA_ERROR_NOT_INITIALIZED = 3,
-    LWO__CUDA_ERROR_STUB_LIBRARY = 34, LWO__CUDA_ERROR_NO_DEVICE = 100, LWO__CUDA_ERROR_INVALID_DEVICE = 101,
-    LWO__CUDA_ERROR_NOT_READY = 600,
-    LWO__CU_ATTR_MAX_THREADS_PER_BLOCK = 1, LWO__CU_ATTR_SM_COUNT = 16, LWO__CU_ATTR_CC_MAJOR = 75,
-    LWO__CU_ATTR_CC_MINOR = 76, LWO__CU_ATTR_MAX_SMEM_OPTIN = 97,
-    LWO__CU_FUNC_ATTR_MAX_DYNAMIC_SMEM = 8, LWO__CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6,
-    LWO__CU_STREAM_NON_BLOCKING = 1, LWO__CU_EVENT_DISABLE_TIMING = 2
-};
-
-/* The driver API version lwo asks cuGetProcAddress for: with 12000 the unversioned names below
-   resolve to their current (_v2, _v3) entry points, never the CUDA 3.x-era ABI. */
-#define LWO__CUDA_API_VERSION 12000
-
-/* One line per driver entry point: X(name, return-and-parameter list). */
-#define LWO__DRIVER_FUNCS(X)                                                                          \
-    X(cuGetErrorName, (lwo__CUresult, const char **))                                                \
-    X(cuGetErrorString, (lwo__CUresult, const char **))                                              \
-    X(cuInit, (unsigned))                                                                            \
-    X(cuDriverGetVersion, (int *))                                                                   \
-    X(cuDeviceGetCount, (int *))                                                                     \
-    X(cuDeviceGet, (lwo__CUdevice *, int))                                                           \
-    X(cuDeviceGetName, (char *, int, lwo__CUdevice))                                                 \
-    X(cuDeviceGetAttribute, (int *, int, lwo__CUdevice))                                             \
-    X(cuDeviceTotalMem, (size_t *, lwo__CUdevice))                                                   \
-    X(cuDevicePrimaryCtxRetain, (lwo__CUcontext *, lwo__CUdevice))                                   \
-    X(cuDevicePrimaryCtxRelease, (lwo__CUdevice))                                                    \
-    X(cuCtxSetCurrent, (lwo__CUcontext))                                                             \
-    X(cuCtxGetCurrent, (lwo__CUcontext *))                                                           \
-    X(cuCtxGetDevice, (lwo__CUdevice *))                                                             \
-    X(cuCtxSynchronize, (void))                                                                      \
-    X(cuMemGetInfo, (size_t *, size_t *))                                                            \
-    X(cuMemAlloc, (lwo__CUdeviceptr *, size_t))                                                      \
-    X(cuMemFree, (lwo__CUdeviceptr))                                                                 \
-    X(cuMemHostAlloc, (void **, size_t, unsigned))                                                   \
-    X(cuMemFreeHost, (void *))                                                                       \
-    X(cuMemHostRegister, (void *, size_t, unsigned))                                                 \
-    X(cuMemHostUnregister, (void *))                                                                 \
-    X(cuMemcpyHtoDAsync, (lwo__CUdeviceptr, const void *, size_t, lwo__CUstream))                    \
-    X(cuMemcpyDtoHAsync, (void *, lwo__CUdeviceptr, size_t, lwo__CUstream))                          \
-    X(cuMemcpyDtoDAsync, (lwo__CUdeviceptr, lwo__CUdeviceptr, size_t, lwo__CUstream))                \
-    X(cuMemsetD8Async, (lwo__CUdeviceptr, unsigned char, size_t, lwo__CUstream))                     \
-    X(cuMemsetD32Async, (lwo__CUdeviceptr, unsigned, size_t, lwo__CUstream))                         \
-    X(cuStreamCreate, (lwo__CUstream *, unsigned))                                                   \
-    X(cuStreamDestroy, (lwo__CUstream))                                                              \
-    X(cuStreamSynchronize, (lwo__CUstream))                                                          \
-    X(cuStreamWaitEvent, (lwo__CUstream, lwo__CUevent, unsigned))                                    \
-    X(cuEventCreate, (lwo__CUevent *, unsigned))                                                     \
-    X(cuEventDestroy, (lwo__CUevent))                                                                \
-    X(cuEventRecord, (lwo__CUevent, lwo__CUstream))                                                  \
-    X(cuEventSynchronize, (lwo__CUevent))                                                            \
-    X(cuEventQuery, (lwo__CUevent))                                                                  \
-    X(cuEventElapsedTime, (float *, lwo__CUevent, lwo__CUevent))                                     \
-    X(cuModuleLoadData, (lwo__CUmodule *, const void *))                                             \
-    X(cuModuleUnload, (lwo__CUmodule))                                                               \
-    X(cuModuleGetFunction, (lwo__CUfunction *, lwo__CUmodule, const char *))                         \
-    X(cuFuncSetAttribute, (lwo__CUfunction, int, int))                                               \
-    X(cuOccupancyMaxActiveClusters, (int *, lwo__CUfunction, const lwo__launch_config *))             \
-    X(cuOccupancyMaxActiveBlocksPerMultiprocessor, (int *, lwo__CUfunction, int, size_t))            \
-    X(cuLaunchKernel, (lwo__CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,   \
-                       unsigned, lwo__CUstream, void **, void **))                                   \
-    X(cuLaunchKernelEx, (const lwo__launch_config *, lwo__CUfunction, void **, void **))             \
-    X(cuStreamBeginCapture, (lwo__CUstream, int))                                                    \
-    X(cuStreamEndCapture, (lwo__CUstream, lwo__CUgraph *))                                           \
-    X(cuGraphInstantiateWithFlags, (lwo__CUgraphExec *, lwo__CUgraph, unsigned long long))            \
-    X(cuGraphLaunch, (lwo__CUgraphExec, lwo__CUstream))                                              \
-    X(cuGraphDestroy, (lwo__CUgraph))                                                                \
-    X(cuGraphExecDestroy, (lwo__CUgraphExec))                                                      \
-    X(cuGraphExecKernelNodeSetParams, (lwo__CUgraphExec, lwo__CUgraphNode, const lwo__kernel_node_params *)) \
-    X(cuStreamIsCapturing, (lwo__CUstream, int *))                                                   \
-    X(cuStreamGetCaptureInfo, (lwo__CUstream, int *, unsigned long long *, lwo__CUgraph *,           \
-                               const lwo__CUgraphNode **, size_t *))                                 \
-    X(cuTensorMapEncodeTiled, (void *, int, unsigned, void *, const uint64_t *, const uint64_t *,        \
-                               const unsigned *, const unsigned *, int, int, int, int))
-
-typedef struct lwo__driver {
-    void *lib;
-#define LWO__X(name, params) lwo__CUresult (*name) params;
-    LWO__DRIVER_FUNCS(LWO__X)
-#undef LWO__X
-} lwo__driver;
-
 typedef lwo__CUresult (*lwo__get_proc_v2_fn)(const char *, void **, int, unsigned long long, int *);
 typedef lwo__CUresult (*lwo__get_proc_v1_fn)(const char *, void **, int, unsigned long long);
 
@@ -2016,30 +2202,6 @@ static void lwo__driver_unload(lwo__driver *d) {
 }
 
 /* ==== 3. NVRTC loader ======================================================================== */
-typedef int lwo__nvrtcResult;
-typedef struct lwo__nvrtcProgram_st *lwo__nvrtcProgram;
-
-#define LWO__NVRTC_FUNCS(X)                                                                           \
-    X(nvrtcVersion, (int *, int *))                                                                  \
-    X(nvrtcCreateProgram, (lwo__nvrtcProgram *, const char *, const char *, int, const char *const *, \
-                           const char *const *))                                                     \
-    X(nvrtcDestroyProgram, (lwo__nvrtcProgram *))                                                    \
-    X(nvrtcCompileProgram, (lwo__nvrtcProgram, int, const char *const *))                            \
-    X(nvrtcGetProgramLogSize, (lwo__nvrtcProgram, size_t *))                                         \
-    X(nvrtcGetProgramLog, (lwo__nvrtcProgram, char *))                                               \
-    X(nvrtcGetCUBINSize, (lwo__nvrtcProgram, size_t *))                                              \
-    X(nvrtcGetCUBIN, (lwo__nvrtcProgram, char *))
-
-typedef struct lwo__nvrtc {
-    void *lib;
-    void *builtins; /* lwo__nvrtc_companion's, if any */
-    int version; /* major * 1000 + minor * 10, like the driver's */
-    char path[1024];
-#define LWO__X(name, params) lwo__nvrtcResult (*name) params;
-    LWO__NVRTC_FUNCS(LWO__X)
-#undef LWO__X
-} lwo__nvrtc;
-
 static int lwo__nvrtc_try(lwo__nvrtc *n, const char *path, char *tried, size_t cap) {
     char why[1024];
     void *lib = lwo__lib_open(path, why, sizeof why);
@@ -2135,6 +2297,9 @@ static lwo_result lwo__nvrtc_compile(const lwo__nvrtc *n, const char *source, co
 }
 
 /* The kernel source, embedded from kernels.cuh.inc. */
+/* ==== 4. Modules ============================================================================= */
+/* The embedded kernel source, compiled by NVRTC for the device's exact arch, cached on disk as
+   cubins keyed by a hash of what went into them; the launch helpers; the caller's own modules. */
 /* LWO_EMBED_BEGIN (tools/embed_kernels.py writes this block; edit kernels.cuh.inc) */
 static const char *const lwo__kernel_source_parts[] = {
 "/* kernels.cuh.inc - every kernel of lwo, as real CUDA C.\n   lwo.h embeds this file (tools/embed_kernels.py) and compiles it with NVRTC at run time for the\n   device's exact arch. No toolkit #include is available to NVRTC here, so the few types and\n   conversions needed are written out below. The module is compiled with --fmad=false so every\n   product and sum rounds exactly as the CPU references in lwo.h do.\n\n   Layout conventions: tensors are dense and row-major; element counts are 64-bit. Kernels that\n   take a `vec_ok` flag use 16-byte vector accesses only when the host saw every pointer 16-byte\n   aligned; the tail past the last full vector is done element by element. */\n\ntypedef unsigned char lwo_u8;\ntypedef unsigned short lwo_u16;\ntypedef unsigned int lwo_u32;\ntypedef unsigned long long lwo_u64;\ntypedef long long lwo_i64;\n\n/* ---- scalar conversions (bit-identical to lwo_ref_* in lwo.h) ------------------------------ */\n\n__device__ __forceinline__ float lwo_bits_f32(lwo_u32 u) { return __uint_as_float(u); }\n\n__device__ __forceinline__ float lwo_bf16_to_f32(lwo_u16 h) { return __uint_as_float((lwo_u32)h << 16); }\n\n__device__ __forceinline__ lwo_u16 lwo_f32_to_bf16(float v) {\n    lwo_u32 u = __float_as_uint(v);\n    if ((u & 0x7fffffffu) > 0x7f800000u) return (lwo_u16)((u >> 16) | 0x40u); /* quiet NaN */\n    u += 0x7fffu + ((u >> 16) & 1u);                                           /* round to nearest even */\n    return (lwo_u16)(u >> 16);\n}\n\n__device__ __forceinline__ float lwo_f16_to_f32(lwo_u16 h) {\n    float f;\n    asm(\"{ .reg .b16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }\" : \"=f\"(f) : \"h\"(h));\n    return f;\n}\n\n__device__ __forceinline__ lwo_u16 lwo_f32_to_f16(float v) {\n    lwo_u16 h;\n    asm(\"{ .reg .b16 t; cvt.rn.f16.f32 t, %1; mov.b16 %0, t; }\" : \"=h\"(h) : \"f\"(v));\n    return h;\n}\n\n/* fp8 e4m3fn: bias 7, 3 mantissa bits, no infinities, S.1111.111 is NaN, max 448. */\n__device__ __forceinline__ float lwo_e4m3_to_f32(lwo_u8 c) {\n    lwo_u32 s = (lwo_u32)(c & 0x80u) << 24, e = (c >> 3) & 15u, m = c & 7u;\n    if (e == 15u && m == 7u) return __uint_as_float(s | 0x7fc00000u);\n    if (e == 0u) return __uint_as_float(s | __float_as_uint((float)m * 0.001953125f)); /* m * 2^-9 */\n    return __uint_as_float(s | ((e + 120u) << 23) | (m << 20));\n}\n\n/* fp8 e5m2: bias 15, 2 mantissa bits, IEEE-like infinities and NaNs, max 57344. */\n__device__ __forceinline__ float lwo_e5m2_to_f32(lwo_u8 c) {\n    lwo_u32 s = (lwo_u32)(c & 0x80u) << 24, e = (c >> 2) & 31u, m = c & 3u;\n    if (e == 31u) return __uint_as_float(s | (m ? 0x7fc00000u : 0x7f800000u));\n    if (e == 0u) return __uint_as_float(s | __float_as_uint((float)m * 1.52587890625e-05f)); /* m * 2^-16 */\n    return __uint_as_float(s | ((e + 112u) << 23) | (m << 21));\n}\n\n/* Round to nearest even, saturate to the largest finite code, keep NaN (as S.1111111). The normal\n",
@@ -2173,10 +2338,7 @@ static const char *const lwo__kernel_source_parts[] = {
 };
 /* LWO_EMBED_END */
 
-/* ==== 4. Kernel module ======================================================================= */
-/* The context: every table and resource lwo holds, so two contexts never share mutable state. */
 typedef struct lwo__kfunc { const char *name; lwo__CUfunction fn; } lwo__kfunc;
-
 struct lwo_module {
     uint32_t magic;
     lwo_context *ctx;
@@ -2186,127 +2348,6 @@ struct lwo_module {
     int from_cache;
     lwo_module *next;
 };
-
-typedef struct lwo__block { uint64_t off, size; } lwo__block;
-
-struct lwo_tensor {
-    uint32_t magic;
-    lwo_context *ctx;
-    lwo__CUdeviceptr ptr;
-    lwo_dtype dtype;
-    int ndim;
-    uint64_t shape[LWO_MAX_DIMS];
-    uint64_t numel, bytes;
-    uint64_t arena_off, arena_size; /* arena_size 0: wrapped, not owned */
-    lwo_tensor *prev, *next;
-};
-
-struct lwo_stream { uint32_t magic; lwo_context *ctx; lwo__CUstream s; lwo_stream *next; };
-struct lwo_event { uint32_t magic; lwo_context *ctx; lwo__CUevent e; lwo_event *next; };
-typedef struct lwo__host_block { void *p; struct lwo__host_block *next; } lwo__host_block;
-
-#define LWO__MAGIC_CTX 0x6c776f43u
-#define LWO__MAGIC_TENSOR 0x6c776f54u
-#define LWO__MAGIC_STREAM 0x6c776f53u
-#define LWO__MAGIC_EVENT 0x6c776f45u
-#define LWO__MAGIC_MODULE 0x6c776f4du
-
-#define LWO__WG_TILES 6 /* the Hopper GEMM's tiles (lwo__wg_tiles) */
-struct lwo_context {
-    uint32_t magic;
-    int ok; /* 1 once lwo_create succeeded; a failed context answers only last_error and destroy */
-    lwo_desc desc;
-    char *cache_dir, *nvrtc_path, *driver_path;
-    lwo__driver cu;
-    lwo__nvrtc nvrtc; /* loaded on the first compile only */
-    lwo__CUdevice dev;
-    lwo__CUcontext cuctx;
-    int own_ctx;
-    lwo__CUstream compute;
-    int own_stream;
-    lwo_device_info info;
-    lwo_startup_times times;
-    lwo_stats stats;
-    /* arena: one allocation of exactly the budget; free list sorted by offset */
-    lwo__CUdeviceptr arena;
-    uint64_t arena_size, arena_used, arena_peak;
-    lwo__block *free_list;
-    size_t nfree, capfree;
-    lwo_module *kernels; /* lwo's own module */
-    lwo_module *gemm_modules[4]; /* the tensor-core GEMMs, one module per operand type, built on first use */
-    int gemm_clusters[4][LWO__WG_TILES]; /* per module and Hopper tile: its clusters that fit at once (0: not asked) */
-    unsigned gemm_smem[4][LWO__WG_TILES]; /* ... and the dynamic shared memory its function is allowed (0: not set) */
-    int rowq_fit[3][3]; /* per x dtype (f32, f16, bf16): the ring quantizer's blocks per SM, for (threads, shared bytes) */
-    unsigned rowq_smem[3]; /* ... and the dynamic shared memory its function was allowed (0: not raised yet) */
-    lwo_module *modules;
-    lwo_tensor *tensors;
-    lwo_stream *streams;
-    lwo_event *events;
-    lwo__host_block *host_blocks;
-    lwo__CUdeviceptr scratch; /* 256 bytes of arena for reductions */
-    struct lwo__engine *engine; /* the streaming engine (section 8), made on first use */
-    uint64_t pinned_bytes;      /* host bytes pinned for weight homes, against desc.pinned_cap */
-    lwo_weight *weights;        /* every live weight (section 7) */
-    struct lwo__host_reg *host_regs; /* shared registrations of caller ranges (section 5) */
-    uint64_t ws_off, ws_size;   /* lwo_linear's grow-only workspace in the arena (0: none) */
-    uint64_t split_off, split_size; /* the Hopper GEMMs' split area in the arena (0: none yet) */
-    int split_refused;              /* the arena had no room for it (logged once) */
-    int planned;                /* a streaming plan is in force: the workspace and split area are
-                                   what it reserved, and neither grows (section 8) */
-    int chunk_logged;           /* lwo_linear said once that it runs x in row chunks */
-    struct lwo__lsink *lsink;   /* while lwo_linear captures or retargets a graph (section 7) */
-    char error[LWO__ERROR_CAP];
-};
-
-static void lwo__log(lwo_context *ctx, lwo_log_level level, const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    if ((int)level > ctx->desc.log_level) return;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (ctx->desc.log) ctx->desc.log(ctx->desc.log_user, level, msg);
-#ifndef LWO_NO_STDIO
-    else fprintf(stderr, "lwo %s: %s\n", level == LWO_LOG_ERROR ? "error" : level == LWO_LOG_WARN ? "warning" : "info", msg);
-#endif
-}
-
-/* Records the failure detail and returns r, so callers write `return lwo__fail(ctx, r, ...)`. */
-static lwo_result lwo__fail(lwo_context *ctx, lwo_result r, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
-    va_end(ap);
-    lwo__log(ctx, LWO_LOG_DEBUG, "%s: %s", lwo_result_string(r), ctx->error);
-    return r;
-}
-
-static lwo_result lwo__cuda_fail(lwo_context *ctx, lwo__CUresult rc, const char *what) {
-    const char *name = "?", *str = "";
-    if (ctx->cu.cuGetErrorName) ctx->cu.cuGetErrorName(rc, &name);
-    if (ctx->cu.cuGetErrorString) ctx->cu.cuGetErrorString(rc, &str);
-    return lwo__fail(ctx, rc == LWO__CUDA_ERROR_OUT_OF_MEMORY ? LWO_ERROR_OUT_OF_DEVICE_MEMORY : LWO_ERROR_CUDA,
-                     "%s failed: %s (%d): %s", what, name ? name : "?", rc, str ? str : "");
-}
-#define LWO__CU(ctx, call)                                                                            \
-    do {                                                                                             \
-        lwo__CUresult lwo__rc = (ctx)->cu.call;                                                      \
-        if (lwo__rc != 0) return lwo__cuda_fail((ctx), lwo__rc, #call);                              \
-    } while (0)
-
-/* Every entry point taking a context starts here: a usable context, made current on this thread. */
-static lwo_result lwo__enter(lwo_context *ctx) {
-    if (!ctx || ctx->magic != LWO__MAGIC_CTX) return LWO_ERROR_INVALID_ARGUMENT;
-    ctx->error[0] = 0;
-    if (!ctx->ok) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "this context failed to create; only lwo_last_error and lwo_destroy may be called");
-    LWO__CU(ctx, cuCtxSetCurrent(ctx->cuctx));
-    return LWO_SUCCESS;
-}
-#define LWO__ENTER(ctx)                                                                               \
-    do {                                                                                             \
-        lwo_result lwo__r = lwo__enter(ctx);                                                         \
-        if (lwo__r) return lwo__r;                                                                   \
-    } while (0)
 
 /* The target lwo compiles for: the device's exact arch, with the "a" variant on Hopper so the
    arch-specific instructions (wgmma, setmaxnreg) are available. */
@@ -2463,7 +2504,7 @@ static lwo_result lwo__module_function(lwo_context *ctx, lwo_module *m, const ch
 }
 
 /* Where lwo__launch_fn sends launches while lwo_linear builds or replays one of its graphs
-   (section 7): CAPTURE launches into the capturing stream and notes each kernel node made; UPDATE
+   (section 11): CAPTURE launches into the capturing stream and notes each kernel node made; UPDATE
    launches nothing and points the graph's next node at the launch's config and arguments. */
 #define LWO__LSINK_NODES 4
 typedef struct lwo__lsink {
@@ -2567,6 +2608,54 @@ static lwo_result lwo__launch(lwo_context *ctx, lwo__CUstream s, const char *ker
     lwo_result r = lwo__module_function(ctx, ctx->kernels, kernel, &fn);
     if (r) return r;
     return lwo__launch_fn(ctx, s, fn, gx, gy, 1, bx, 1, 1, smem, args, kernel);
+}
+
+/* ---- the caller's own kernels --------------------------------------------------------------- */
+LWO_DEF lwo_result lwo_module_create(lwo_context *ctx, const char *source, const char *name,
+                                      const char *const *options, lwo_module **out) {
+    lwo_result r;
+    lwo_module *m;
+    const char *parts[1];
+    LWO__ENTER(ctx);
+    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
+    *out = NULL;
+    if (!source || !*source) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'source' is NULL or empty");
+    parts[0] = source;
+    r = lwo__module_build(ctx, parts, 1, name ? name : "user.cu", options, &m);
+    if (r) return r;
+    m->next = ctx->modules;
+    ctx->modules = m;
+    *out = m;
+    return LWO_SUCCESS;
+}
+
+LWO_DEF void lwo_module_destroy(lwo_context *ctx, lwo_module *m) {
+    lwo_module **pp;
+    if (!ctx || ctx->magic != LWO__MAGIC_CTX || !m) return;
+    for (pp = &ctx->modules; *pp; pp = &(*pp)->next)
+        if (*pp == m) { *pp = m->next; ctx->cu.cuCtxSetCurrent(ctx->cuctx); lwo__module_free(ctx, m); return; }
+}
+
+LWO_DEF lwo_result lwo_launch(lwo_context *ctx, const lwo_launch_desc *d) {
+    lwo__CUstream cs = NULL;
+    lwo__CUfunction fn;
+    lwo_result r;
+    unsigned g[3], b[3];
+    int i;
+    LWO__ENTER(ctx);
+    if (!d) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_launch: argument 'desc' is NULL");
+    LWO__GET_STREAM(ctx, d->stream, cs);
+    if (!d->module || d->module->magic != LWO__MAGIC_MODULE || d->module->ctx != ctx)
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_launch: desc.module is not a live module of this context");
+    if (!d->kernel) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_launch: desc.kernel is NULL");
+    for (i = 0; i < 3; i++) { g[i] = d->grid[i] ? d->grid[i] : 1; b[i] = d->block[i] ? d->block[i] : 1; }
+    if ((r = lwo__module_function(ctx, d->module, d->kernel, &fn)) != 0) return r;
+    if (d->shared_bytes > 48u * 1024u) {
+        if ((int)d->shared_bytes > ctx->info.max_smem_per_block)
+            return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_launch: desc.shared_bytes (%u) exceeds the device's %d", d->shared_bytes, ctx->info.max_smem_per_block);
+        LWO__CU(ctx, cuFuncSetAttribute(fn, LWO__CU_FUNC_ATTR_MAX_DYNAMIC_SMEM, (int)d->shared_bytes));
+    }
+    return lwo__launch_fn(ctx, cs, fn, g[0], g[1], g[2], b[0], b[1], b[2], d->shared_bytes, d->args, d->kernel);
 }
 
 /* ==== 5. Memory ============================================================================== */
@@ -2677,15 +2766,6 @@ LWO_DEF void lwo_host_free(lwo_context *ctx, void *p) {
     lwo__log(ctx, LWO_LOG_WARN, "lwo_host_free: %p was not allocated by lwo_host_alloc of this context", p);
 }
 
-
-/* Host homes of weights. A home is where a weight's bytes live in host RAM while the GPU does not
-   hold them: a pinned copy (cuMemHostAlloc, counted against desc.pinned_cap), or the caller's own
-   memory (a mapped checkpoint, say) registered with the driver read-only, which transfers as fast
-   as pinned memory without a second copy in RAM; when the driver refuses either, a pageable copy
-   or the caller's memory as it is, with a warning, since transfers from it run at a fraction of
-   the bus speed and cannot be captured in a graph. */
-typedef enum lwo__home_kind { LWO__HOME_PINNED = 1, LWO__HOME_REGISTERED, LWO__HOME_PAGEABLE_COPY, LWO__HOME_BORROWED } lwo__home_kind;
-
 /* A shared registration: one caller range (a checkpoint's mapped data) registered once, that many
    homes lie inside. The driver refuses to register a page twice, and the tensors of a checkpoint
    are packed, so neighbouring weights share pages: each registering its own page range would fail
@@ -2698,15 +2778,6 @@ typedef struct lwo__host_reg {
     size_t refs;
     struct lwo__host_reg *next;
 } lwo__host_reg;
-
-typedef struct lwo__home {
-    lwo__home_kind kind;
-    void *ptr;            /* what transfers read */
-    uint64_t bytes;
-    void *reg_base;       /* the page-aligned range registered, for LWO__HOME_REGISTERED */
-    size_t reg_len;
-    lwo__host_reg *shared; /* LWO__HOME_REGISTERED inside a shared registration (reg_base unused) */
-} lwo__home;
 
 /* The shared registration holding [p, p + bytes), or NULL. Bounds by subtraction. */
 static lwo__host_reg *lwo__host_reg_find(lwo_context *ctx, const void *p, uint64_t bytes) {
@@ -2754,54 +2825,19 @@ static void lwo__host_reg_release(lwo_context *ctx, lwo__host_reg *r) {
     LWO_FREE(r);
 }
 
-static lwo_result lwo__home_make(lwo_context *ctx, const void *src, uint64_t bytes, int borrow, lwo__home *h) {
-    memset(h, 0, sizeof *h);
-    h->bytes = bytes;
-    if (borrow && (h->shared = lwo__host_reg_find(ctx, src, bytes)) != NULL) {
-        h->shared->refs++;
-        h->ptr = (void *)src;
-        h->kind = LWO__HOME_REGISTERED;
-        return LWO_SUCCESS;
-    }
-    if (borrow) {
-        uint64_t ps = lwo__page_size();
-        uintptr_t a = (uintptr_t)src, base = a / (uintptr_t)ps * (uintptr_t)ps, end = (a + (uintptr_t)bytes + (uintptr_t)ps - 1) / (uintptr_t)ps * (uintptr_t)ps;
-        lwo__CUresult rc = ctx->cu.cuMemHostRegister((void *)base, (size_t)(end - base), 0x08 /* CU_MEMHOSTREGISTER_READ_ONLY */);
-        h->ptr = (void *)src;
-        if (rc == 0) { h->kind = LWO__HOME_REGISTERED; h->reg_base = (void *)base; h->reg_len = (size_t)(end - base); return LWO_SUCCESS; }
-        lwo__log(ctx, LWO_LOG_WARN, "the driver would not register %llu bytes of caller memory (error %d): transfers from it will be slow and cannot be captured in a graph",
-                 (unsigned long long)bytes, rc);
-        h->kind = LWO__HOME_BORROWED;
-        return LWO_SUCCESS;
-    }
-    if (ctx->pinned_bytes + bytes <= ctx->desc.pinned_cap && ctx->cu.cuMemHostAlloc(&h->ptr, (size_t)bytes, 0) == 0) {
-        ctx->pinned_bytes += bytes;
-        h->kind = LWO__HOME_PINNED;
-    } else {
-        lwo__log(ctx, LWO_LOG_WARN, "pinning %llu more bytes would pass lwo_desc.pinned_cap (%llu) or was refused: this weight stays in pageable memory",
-                 (unsigned long long)bytes, (unsigned long long)ctx->desc.pinned_cap);
-        h->ptr = LWO_MALLOC((size_t)bytes);
-        if (!h->ptr) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory for a %llu-byte weight copy", (unsigned long long)bytes);
-        h->kind = LWO__HOME_PAGEABLE_COPY;
-    }
-    if (src) memcpy(h->ptr, src, (size_t)bytes);
-    return LWO_SUCCESS;
-}
-
-static void lwo__home_free(lwo_context *ctx, lwo__home *h) {
-    switch (h->kind) {
-    case LWO__HOME_PINNED: ctx->cu.cuMemFreeHost(h->ptr); ctx->pinned_bytes -= h->bytes; break;
-    case LWO__HOME_REGISTERED:
-        if (h->shared) lwo__host_reg_release(ctx, h->shared);
-        else ctx->cu.cuMemHostUnregister(h->reg_base);
-        break;
-    case LWO__HOME_PAGEABLE_COPY: LWO_FREE(h->ptr); break;
-    default: break;
-    }
-    memset(h, 0, sizeof *h);
-}
-
 /* ==== 6. Tensors ============================================================================= */
+struct lwo_tensor {
+    uint32_t magic;
+    lwo_context *ctx;
+    lwo__CUdeviceptr ptr;
+    lwo_dtype dtype;
+    int ndim;
+    uint64_t shape[LWO_MAX_DIMS];
+    uint64_t numel, bytes;
+    uint64_t arena_off, arena_size; /* arena_size 0: wrapped, not owned */
+    lwo_tensor *prev, *next;
+};
+
 static const struct { const char *name; size_t size; } lwo__dtypes[LWO_DTYPE_COUNT] = {
     { "invalid", 0 }, { "f32", 4 }, { "f16", 2 }, { "bf16", 2 }, { "f8_e4m3", 1 }, { "f8_e5m2", 1 },
     { "i8", 1 }, { "u8", 1 }, { "i32", 4 }, { "f64", 8 }, { "i64", 8 }, { "i16", 2 }, { "bool", 1 },
@@ -2897,20 +2933,6 @@ static lwo_result lwo__check_tensor(lwo_context *ctx, const lwo_tensor *t, const
         if (lwo__r) return lwo__r;                                                                   \
     } while (0)
 
-static lwo_result lwo__get_stream(lwo_context *ctx, lwo_stream *s, lwo__CUstream *out) {
-    *out = ctx->compute;
-    if (!s) return LWO_SUCCESS;
-    if (s->magic != LWO__MAGIC_STREAM) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'stream' is not a live lwo_stream");
-    if (s->ctx != ctx) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'stream' belongs to another lwo_context");
-    *out = s->s;
-    return LWO_SUCCESS;
-}
-#define LWO__GET_STREAM(ctx, s, out)                                                                  \
-    do {                                                                                             \
-        lwo_result lwo__r = lwo__get_stream((ctx), (s), &(out));                                     \
-        if (lwo__r) return lwo__r;                                                                   \
-    } while (0)
-
 LWO_DEF void lwo_tensor_destroy(lwo_context *ctx, lwo_tensor *t) {
     if (!ctx || ctx->magic != LWO__MAGIC_CTX || !t) return;
     if (lwo__check_tensor(ctx, t, "t")) { lwo__log(ctx, LWO_LOG_WARN, "lwo_tensor_destroy: %s", ctx->error); return; }
@@ -2981,7 +3003,13 @@ LWO_DEF lwo_result lwo_tensor_fill_bytes(lwo_context *ctx, lwo_stream *s, lwo_te
     return LWO_SUCCESS;
 }
 
-/* ---- streams and events ---- */
+static lwo_result lwo__tensor2(lwo_context *ctx, lwo_dtype dt, uint64_t a, uint64_t b, lwo_tensor **out) {
+    uint64_t shape[2];
+    shape[0] = a; shape[1] = b;
+    return lwo_tensor_create(ctx, dt, b ? 2 : 1, shape, out);
+}
+
+/* ---- streams and events --------------------------------------------------------------------- */
 LWO_DEF lwo_result lwo_stream_create(lwo_context *ctx, lwo_stream **out) {
     lwo_stream *s;
     lwo__CUresult rc;
@@ -3103,55 +3131,9 @@ LWO_DEF lwo_result lwo_event_elapsed_ms(lwo_context *ctx, lwo_event *start, lwo_
     return LWO_SUCCESS;
 }
 
-/* ---- the caller's own kernels ---- */
-LWO_DEF lwo_result lwo_module_create(lwo_context *ctx, const char *source, const char *name,
-                                      const char *const *options, lwo_module **out) {
-    lwo_result r;
-    lwo_module *m;
-    const char *parts[1];
-    LWO__ENTER(ctx);
-    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
-    *out = NULL;
-    if (!source || !*source) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'source' is NULL or empty");
-    parts[0] = source;
-    r = lwo__module_build(ctx, parts, 1, name ? name : "user.cu", options, &m);
-    if (r) return r;
-    m->next = ctx->modules;
-    ctx->modules = m;
-    *out = m;
-    return LWO_SUCCESS;
-}
-
-LWO_DEF void lwo_module_destroy(lwo_context *ctx, lwo_module *m) {
-    lwo_module **pp;
-    if (!ctx || ctx->magic != LWO__MAGIC_CTX || !m) return;
-    for (pp = &ctx->modules; *pp; pp = &(*pp)->next)
-        if (*pp == m) { *pp = m->next; ctx->cu.cuCtxSetCurrent(ctx->cuctx); lwo__module_free(ctx, m); return; }
-}
-
-LWO_DEF lwo_result lwo_launch(lwo_context *ctx, const lwo_launch_desc *d) {
-    lwo__CUstream cs = NULL;
-    lwo__CUfunction fn;
-    lwo_result r;
-    unsigned g[3], b[3];
-    int i;
-    LWO__ENTER(ctx);
-    if (!d) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_launch: argument 'desc' is NULL");
-    LWO__GET_STREAM(ctx, d->stream, cs);
-    if (!d->module || d->module->magic != LWO__MAGIC_MODULE || d->module->ctx != ctx)
-        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_launch: desc.module is not a live module of this context");
-    if (!d->kernel) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_launch: desc.kernel is NULL");
-    for (i = 0; i < 3; i++) { g[i] = d->grid[i] ? d->grid[i] : 1; b[i] = d->block[i] ? d->block[i] : 1; }
-    if ((r = lwo__module_function(ctx, d->module, d->kernel, &fn)) != 0) return r;
-    if (d->shared_bytes > 48u * 1024u) {
-        if ((int)d->shared_bytes > ctx->info.max_smem_per_block)
-            return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_launch: desc.shared_bytes (%u) exceeds the device's %d", d->shared_bytes, ctx->info.max_smem_per_block);
-        LWO__CU(ctx, cuFuncSetAttribute(fn, LWO__CU_FUNC_ATTR_MAX_DYNAMIC_SMEM, (int)d->shared_bytes));
-    }
-    return lwo__launch_fn(ctx, cs, fn, g[0], g[1], g[2], b[0], b[1], b[2], d->shared_bytes, d->args, d->kernel);
-}
-
-/* ==== 7. Kernels and ops ===================================================================== */
+/* ==== 7. Kernels ============================================================================= */
+/* The CPU references (the definition of every kernel's math), then the GPU ops: convert,
+   quantize per tensor and per row, pad. */
 /* CPU references first: they define the math, and the GPU kernels in kernels.cuh.inc are written
    to match them bit for bit. */
 static float lwo__bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
@@ -3408,7 +3390,7 @@ LWO_DEF lwo_result lwo_ref_prep_rows(const lwo_ref_prep_desc *d) {
     return LWO_SUCCESS;
 }
 
-/* ---- GPU ops ---- */
+/* ---- GPU ops -------------------------------------------------------------------------------- */
 static unsigned lwo__grid_for(lwo_context *ctx, uint64_t items, unsigned threads) {
     uint64_t blocks = (items + threads - 1) / threads, cap = (uint64_t)ctx->info.sm_count * 16;
     if (blocks < 1) blocks = 1;
@@ -3597,15 +3579,505 @@ LWO_DEF lwo_result lwo_quantize(lwo_context *ctx, const lwo_quantize_desc *d) {
     return lwo__quantize_rows(ctx, cs, d->src, d->smooth, d->dst, d->scales);
 }
 
-/* ---- weights, GEMMs and lwo_linear ---- */
-/* The streaming engine's item interface (section 8), which a streamable weight is built on. */
+static unsigned lwo__grid_rows(lwo_context *ctx, uint64_t n) { return lwo__grid_for(ctx, n, 256); }
+
+/* dst [rows, Kd] = pad(src [rows, K]) (* smooth per column), converting src's dtype to dst's. */
+static lwo_result lwo__pad_launch(lwo_context *ctx, lwo__CUstream cs, lwo__CUdeviceptr src, lwo_dtype st, uint64_t rows,
+                                  uint64_t K, lwo__CUdeviceptr smooth, lwo__CUdeviceptr dst, lwo_dtype dt, uint64_t Kd) {
+    char name[64];
+    void *args[6];
+    if (lwo_dtype_size(st) == 1) {
+        void *a[5];
+        a[0] = &src; a[1] = &rows; a[2] = &K; a[3] = &dst; a[4] = &Kd;
+        return lwo__launch(ctx, cs, "lwo_k_pad_rows_u8", lwo__grid_rows(ctx, rows * Kd), 1, 256, 0, a);
+    }
+    args[0] = &src; args[1] = &rows; args[2] = &K; args[3] = &smooth; args[4] = &dst; args[5] = &Kd;
+    snprintf(name, sizeof name, "lwo_k_pad_rows_%s_%s", lwo__kname(st), lwo__kname(dt));
+    return lwo__launch(ctx, cs, name, lwo__grid_rows(ctx, rows * Kd), 1, 256, 0, args);
+}
+
+/* ==== 8. GEMMs =============================================================================== */
+/* The reference of every lwo_linear path, then one GEMM call: the tensor-core kernels (mma.sync,
+   and wgmma with TMA on sm_90a with its tile choice and split area) or the simple kernel. */
+LWO_DEF lwo_result lwo_ref_linear(const lwo_ref_linear_desc *d) {
+    const void *x = d ? d->x : NULL, *w = d ? d->w : NULL;
+    void *y = d ? d->y : NULL;
+    const lwo_dtype xt = d ? d->x_dtype : LWO_DTYPE_INVALID, wt = d ? d->w_dtype : LWO_DTYPE_INVALID, yt = d ? d->y_dtype : LWO_DTYPE_INVALID;
+    const uint64_t M = d ? d->M : 0, N = d ? d->N : 0, K = d ? d->K : 0;
+    const uint64_t ldx = d && d->ldx ? d->ldx : K, ldw = d && d->ldw ? d->ldw : K;
+    const float *sx = d ? d->x_scales : NULL, *sw = d ? d->w_scales : NULL, *bias = d ? d->bias : NULL;
+    uint64_t m, n, k;
+    int exact = xt == LWO_DTYPE_I8 && wt == LWO_DTYPE_I8;
+    if (!x || !w || !y || !lwo__is_float(yt) || ldx < K || ldw < K) return LWO_ERROR_INVALID_ARGUMENT;
+    if (!exact && !((lwo__is_float(xt) || xt == LWO_DTYPE_F8_E4M3 || xt == LWO_DTYPE_F8_E5M2) &&
+                    (lwo__is_float(wt) || wt == LWO_DTYPE_F8_E4M3 || wt == LWO_DTYPE_F8_E5M2)))
+        return LWO_ERROR_INVALID_ARGUMENT;
+    for (m = 0; m < M; m++)
+        for (n = 0; n < N; n++) {
+            float v;
+            if (exact) {
+                const int8_t *a = (const int8_t *)x + m * ldx, *b = (const int8_t *)w + n * ldw;
+                int64_t acc = 0;
+                for (k = 0; k < K; k++) acc += (int32_t)a[k] * (int32_t)b[k];
+                v = (float)(int32_t)acc; /* the GPU's s32 accumulator (no overflow for K < 133000) */
+            } else {
+                double acc = 0.0;
+                for (k = 0; k < K; k++) acc += (double)lwo_ref_load(x, xt, m * ldx + k) * (double)lwo_ref_load(w, wt, n * ldw + k);
+                v = (float)acc;
+            }
+            if (sx) v = v * sx[m];
+            if (sw) v = v * sw[n];
+            if (bias) v = v + bias[n];
+            lwo_ref_store(y, yt, m * N + n, v);
+        }
+    return LWO_SUCCESS;
+}
+
+/* One GEMM's arguments: y [M, N] = epi(A B^T), acc * a_scales[m] * b_scales[n] + bias[n]. */
+typedef struct lwo__gemm_args {
+    lwo__CUstream stream;
+    lwo_dtype op;                         /* A's and B's dtype: f16, bf16, f8_e4m3 or i8 */
+    lwo__CUdeviceptr a;                   /* A [M, *]: rows lda elements apart, the first a_k valid */
+    uint64_t lda, a_k;
+    lwo__CUdeviceptr b;                   /* B [N, kpad] */
+    uint64_t kpad;
+    uint64_t M, N;
+    lwo__CUdeviceptr a_scales, b_scales;  /* f32 per row of A, per row of B (0: none) */
+    lwo__CUdeviceptr bias;                /* [N] of bias_kind (lwo__gemm_kind), 0: none */
+    int bias_kind;
+    lwo__CUdeviceptr y;                   /* [M, N] of y_kind (lwo__gemm_kind) */
+    int y_kind;
+    int may_split;                        /* the caller uses the workspace, whose split area the Hopper
+                                             GEMMs may then use; calls that do not may run on several
+                                             streams at once */
+} lwo__gemm_args;
+/* The kernels' code for a float dtype (f32 0, f16 1, bf16 2), i8 3, anything else 4. */
+static int lwo__gemm_kind(lwo_dtype t) {
+    switch (t) {
+    case LWO_DTYPE_F32: return 0;
+    case LWO_DTYPE_F16: return 1;
+    case LWO_DTYPE_BF16: return 2;
+    case LWO_DTYPE_I8: return 3;
+    default: return 4;
+    }
+}
+
+/* The split area of the Hopper GEMMs (lwo_desc.gemm_split): a 32-bit counter per tail tile and
+   warpgroup, 16 bytes a CTA, then a 128 x 128 tile of 32-bit partial sums per CTA
+   (lwo_gemm_wg_body). The counters must be zero before a GEMM: each launch leaves them so, and a new
+   area's are zeroed on the stream of the GEMM that made it (or by lwo_streaming_plan, which lays the
+   arena out again). Before any plan the first GEMM that splits makes it, where the arena has room,
+   and not inside a capture (lwo_linear's graphs count their kernels); after a plan it exists only
+   if the plan reserved it. A GEMM that finds none does not split. */
+static uint64_t lwo__split_bytes(const lwo_context *ctx) {
+    const uint64_t n = (uint64_t)(ctx->info.sm_count > 0 ? ctx->info.sm_count : 0);
+    return (16 * n + 255) / 256 * 256 + n * 128 * 128 * 4;
+}
+static lwo_result lwo__split_zero(lwo_context *ctx, lwo__CUstream cs) {
+    LWO__CU(ctx, cuMemsetD32Async(ctx->arena + ctx->split_off, 0, (size_t)ctx->info.sm_count * 4, cs));
+    return LWO_SUCCESS;
+}
+static lwo_result lwo__split_area(lwo_context *ctx, lwo__CUstream cs, lwo__CUdeviceptr *out) {
+    *out = 0;
+    if (!ctx->split_size) {
+        char keep[LWO__ERROR_CAP];
+        if (ctx->planned || ctx->lsink || ctx->capturing) return LWO_SUCCESS;
+        memcpy(keep, ctx->error, sizeof keep);
+        if (lwo__arena_alloc(ctx, lwo__split_bytes(ctx), &ctx->split_off, &ctx->split_size, "the GEMMs' split area") != 0) {
+            if (!ctx->split_refused) lwo__log(ctx, LWO_LOG_INFO, "GEMMs do not split their last rounds: %s", ctx->error);
+            ctx->split_refused = 1;
+            ctx->split_size = 0;
+            memcpy(ctx->error, keep, sizeof keep);
+            return LWO_SUCCESS;
+        }
+        {
+            lwo_result r = lwo__split_zero(ctx, cs);
+            if (r) { lwo__arena_free(ctx, ctx->split_off, ctx->split_size); ctx->split_size = 0; return r; }
+        }
+    }
+    *out = ctx->arena + ctx->split_off;
+    return LWO_SUCCESS;
+}
+
+/* The sm_90a GEMMs (kernels.cuh.inc, "Hopper GEMM"): on a device lwo compiles for sm_90a, unless
+   the desc asks for mma.sync, for a y the paired stores may write 8 bytes at a time, and sizes the
+   copy engine's 32-bit coordinates reach. The tensor-core path's alignment checks apply as well. */
+static int lwo__gemm_wg_ok(lwo_context *ctx, uint64_t M, uint64_t N, lwo__CUdeviceptr y) {
+    return strcmp(ctx->info.arch, "sm_90a") == 0 && ctx->desc.gemm_kernels != 1 && (y & 15u) == 0 &&
+           M < 0x7fffff00u && N < 0x7fffff00u;
+}
+
+/* A 2-D tensor map over `rows` rows of `row_bytes` valid bytes, `pitch` bytes apart, read in boxes
+   of box_bytes (128 or 64) x box_rows rows with the swizzle of that width the wgmma descriptors
+   expect; reads past
+   either edge return zeros. */
+static lwo_result lwo__tensor_map(lwo_context *ctx, void *map, lwo__CUdeviceptr base, uint64_t row_bytes, uint64_t rows,
+                                  uint64_t pitch, unsigned box_rows, unsigned box_bytes) {
+    enum { U8 = 0, NO_INTERLEAVE = 0, SWIZZLE_64B = 2, SWIZZLE_128B = 3, L2_256B = 3, OOB_ZERO = 0 };
+    uint64_t dims[2], strides[1];
+    unsigned box[2], estr[2] = { 1, 1 };
+    lwo__CUresult rc;
+    dims[0] = row_bytes; dims[1] = rows; strides[0] = pitch;
+    box[0] = box_bytes; box[1] = box_rows;
+    rc = ctx->cu.cuTensorMapEncodeTiled(map, U8, 2, (void *)(uintptr_t)base, dims, strides, box, estr, NO_INTERLEAVE,
+                                        box_bytes == 128 ? SWIZZLE_128B : SWIZZLE_64B, L2_256B, OOB_ZERO);
+    return rc ? lwo__cuda_fail(ctx, rc, "cuTensorMapEncodeTiled") : LWO_SUCCESS;
+}
+
+/* The Hopper GEMM's tiles (kernels.cuh.inc, LWO_GEMM_WG_KERNELS): BM x BN, consumer warpgroups, the
+   cluster's CTAs along M and N (cm x cn), and rate: the tile's speed per multiply-add relative to
+   the cooperative 128 x 128, measured on the H200 (NOTES.md: forced tiles timed back to back at the
+   benchmark's shapes). 128 x 256 reads a quarter fewer bytes through L2 per multiply-add but
+   measured no faster (0.96-1.08x); 64 x 128 is 0.75-0.8x; the ping-pong 128 x 128 measured
+   0.96-1.11x (most where K is short and the epilogue it hides is a larger part). In 2x1 clusters
+   (B shared: a quarter fewer bytes through L2) the ping-pong tile measured 0.98-1.10x of itself
+   alone, timed in alternating order (8192^3 int8 0.826 vs 0.873 ms), and its 1.26 makes it the
+   choice wherever its units fill the SMs as well as another's. The clustered 128 x 256 tile (9
+   stages of 64 bytes of K) was slower than both at every shape (0.80-0.95x): 0.9. */
+typedef struct lwo__wg_tile { const char *suffix; unsigned bm, bn, cwg, cm, cn, bk; double rate; } lwo__wg_tile;
+static const lwo__wg_tile lwo__wg_tiles[LWO__WG_TILES] = {
+    { "wg64", 64, 128, 1, 1, 1, 128, 0.78 }, { "wg128", 128, 128, 2, 1, 1, 128, 1.0 }, { "wg256", 128, 256, 2, 1, 1, 128, 1.0 },
+    { "wgpp", 128, 128, 2, 1, 1, 128, 1.2 }, { "wgpp2", 128, 128, 2, 2, 1, 128, 1.26 }, { "wg256c2", 128, 256, 2, 2, 1, 64, 0.9 } };
+
+/* Units of work: a cluster's cm x cn tiles at a time. */
+static uint64_t lwo__wg_units(const lwo__wg_tile *t, uint64_t M, uint64_t N) {
+    uint64_t tm = (M + t->bm - 1) / t->bm, tn = (N + t->bn - 1) / t->bn;
+    return ((tm + t->cm - 1) / t->cm) * ((tn + t->cn - 1) / t->cn);
+}
+
+/* The clusters a grid of tile t may have: one CTA per multiprocessor, or lwo_desc.gemm_split's
+   cap (tests); the occupancy can lower it further (lwo__gemm_wg). */
+static uint64_t lwo__wg_slots(const lwo_context *ctx, const lwo__wg_tile *t) {
+    uint64_t cl = t->cm * t->cn, cap = (uint64_t)ctx->info.sm_count;
+    if (ctx->desc.gemm_split > 0 && (uint64_t)ctx->desc.gemm_split < cap) cap = (uint64_t)ctx->desc.gemm_split;
+    return cap / cl ? cap / cl : 1;
+}
+
+/* The rounds of units `slots` clusters take: whole rounds (a partly filled last round costs a whole
+   one), or with the last two rounds' units split along K (lwo_wg_sched in kernels.cuh.inc) the
+   units over the slots, plus LWO__SPLIT_COST for the partial sums' trip through L2 and the
+   unevenly cut units, where that is less and the grid runs at least LWO__SPLIT_MIN_ROUNDS whole
+   rounds. *first: the first unit of the split tail (units when none). Splitting needs a caller
+   that may (`split`: lwo__gemm_wg), a tile of at most 128 x 128 (its slot in the split area) and
+   at least two slices of K.
+   Measured (H200, ping-pong 2x1 clusters, the default then forced off, timed in the order
+   on, off, off, on, the card idle before each figure): at 8192^3 (31.03 rounds) splitting took
+   int8 0.729 against 0.731-0.737 ms and fp8 0.776-0.777 against 0.785-0.788, at 4608 x 3072 x 12288
+   (26.2 rounds) within 1% either way; at the 4608-row shapes (6.55 rounds) it was 2-3% slower (0.074
+   against 0.072 ms at 4608 x 3072 x 3072 int8), at 1024 x 3072 x 12288 (5.8 rounds) 5% slower. A trace
+   of every CTA's items at 4608 x 3072 x 3072 (one run, before the epilogue went through the copy
+   engine) showed why: the split tail's K slices took 0.50 us each against 0.38-0.42 in whole
+   units, the short items leaving the other warpgroup's epilogue exposed, so the tail ended later
+   than the half-empty last round it replaced. */
+#define LWO__SPLIT_COST 0.15
+#define LWO__SPLIT_MIN_ROUNDS 16
+static double lwo__wg_rounds(const lwo_context *ctx, const lwo__wg_tile *t, uint64_t units, uint64_t slots, uint64_t ktiles,
+                             int split, uint64_t *first) {
+    const uint64_t whole = (units + slots - 1) / slots;
+    const double even = (double)units / (double)slots + LWO__SPLIT_COST;
+    *first = units;
+    if (!split || ctx->desc.gemm_split < 0 || t->bm * t->bn > 128 * 128 || ktiles < 2 || units <= slots || units % slots == 0 ||
+        (ctx->desc.gemm_split == 0 && (even >= (double)whole || units / slots < LWO__SPLIT_MIN_ROUNDS)))
+        return (double)whole;
+    *first = (units / slots - 1) * slots;
+    return even;
+}
+
+/* Tile choice: the tile whose estimated time is least, the time being the rounds of units the
+   persistent grid runs (lwo__wg_rounds; a round is one tile a CTA) times the tile's area over its
+   rate; on a tie the later tile in the table. akb: the bytes of K; split: whether the call may
+   split (lwo__wg_rounds). lwo_desc.gemm_kernels 2..7 forces one (tests, benchmarks). */
+static const lwo__wg_tile *lwo__gemm_wg_tile(const lwo_context *ctx, uint64_t M, uint64_t N, uint64_t akb, int split) {
+    const lwo__wg_tile *best = NULL;
+    double best_t = 0;
+    int i;
+    if (ctx->desc.gemm_kernels >= 2 && ctx->desc.gemm_kernels < 2 + LWO__WG_TILES) return &lwo__wg_tiles[ctx->desc.gemm_kernels - 2];
+    for (i = LWO__WG_TILES - 1; i >= 0; i--) {
+        const lwo__wg_tile *t = &lwo__wg_tiles[i];
+        uint64_t first;
+        double rounds = lwo__wg_rounds(ctx, t, lwo__wg_units(t, M, N), lwo__wg_slots(ctx, t), (akb + t->bk - 1) / t->bk, split, &first);
+        double time = rounds * t->bm * t->bn / t->rate;
+        if (!best || time < best_t) { best = t; best_t = time; }
+    }
+    return best;
+}
+
+/* The grid is persistent: one block per multiprocessor at most, and for a clustered tile no more
+   clusters than fit at once (cuOccupancyMaxActiveClusters, asked once per module and tile: a
+   cluster that waited for another to finish would run its units after it). It gets all the shared
+   memory a block may have: lwo_gemm_wg_body puts its barriers and column tables first and fills
+   the rest with as many stages as fit (at least three, checked here). may_split: the call may split
+   its last rounds (it is lwo_linear's and uses the workspace, so calls on other streams are
+   ordered with it, as the split area needs). */
+static lwo_result lwo__gemm_wg(lwo_context *ctx, const lwo__gemm_args *g) {
+    const lwo__CUstream cs = g->stream;
+    const lwo_dtype op = g->op;
+    const uint64_t W = lwo_dtype_size(op), lda_b = g->lda * W, akb = g->a_k * W, ldb_b = g->kpad * W;
+    lwo__CUdeviceptr A = g->a, B = g->b, sa = g->a_scales, sw = g->b_scales, bias = g->bias, y = g->y;
+    uint64_t M = g->M, N = g->N;
+    int bias_kind = g->bias_kind, out_kind = g->y_kind;
+    const int may_split = g->may_split;
+    unsigned char maps[3 * 128 + 64]; /* three CUtensorMaps, which must be 64-byte aligned */
+    void *tmA = (void *)(((uintptr_t)maps + 63) & ~(uintptr_t)63), *tmB = (unsigned char *)tmA + 128, *tmY = (unsigned char *)tmA + 256;
+    const char *variant = op == LWO_DTYPE_I8 ? "s8" : lwo__kname(op);
+    const lwo__wg_tile *tl = lwo__gemm_wg_tile(ctx, M, N, akb, may_split);
+    const unsigned cl = tl->cm * tl->cn;
+    unsigned threads = 128u * (tl->cwg + 1), smem = (unsigned)ctx->info.max_smem_per_block;
+    /* a 16-bit y whose rows are whole 16-byte chunks is stored by the copy engine (lwo_wg_epi_pack) */
+    int ytma = out_kind != 0 && (N * 2) % 16 == 0;
+    /* what lwo_gemm_wg_body puts before the stages: 16 bytes of barriers for each of LWO_WG_MAX_STAGES (16)
+       stages, the column tables, up to the next 1024-byte boundary, and with ytma a 64-row output
+       buffer per consumer warpgroup */
+    unsigned head = (16u * 16u + tl->cwg * tl->bn * 8u + 1023u) / 1024u * 1024u + (ytma ? tl->cwg * 64u * tl->bn * 2u : 0),
+             stage = (tl->bm + tl->bn) * tl->bk;
+    uint64_t units = lwo__wg_units(tl, M, N), ktiles = (akb + tl->bk - 1) / tl->bk, slots = lwo__wg_slots(ctx, tl), sk_first;
+    lwo__CUdeviceptr area = 0;
+    unsigned grid;
+    const int v = lwo__gemm_variant_index(variant);   /* the module's index, for the per-tile caches */
+    char name[64];
+    lwo_module *gm = NULL;
+    lwo__CUfunction fn;
+    lwo_result r;
+    void *args[15];
+    if (M == 0 || N == 0) return LWO_SUCCESS;
+    /* each CTA of a cluster copies a 1/cn slice of the A tile and a 1/cm slice of the B tile */
+    if ((r = lwo__tensor_map(ctx, tmA, A, akb, M, lda_b, tl->bm / tl->cn, tl->bk)) != 0) return r;
+    if ((r = lwo__tensor_map(ctx, tmB, B, ldb_b, N, ldb_b, tl->bn / tl->cm, tl->bk)) != 0) return r;
+    if (ytma && (r = lwo__tensor_map(ctx, tmY, y, N * 2, M, N * 2, 64, 128)) != 0) return r;   /* boxes of 64 rows x 64 columns */
+    if (!ytma) memset(tmY, 0, 128);
+    snprintf(name, sizeof name, "lwo_k_gemm_%s_%s", variant, tl->suffix);
+    if ((r = lwo__gemm_module(ctx, variant, &gm)) != 0) return r;
+    if ((r = lwo__module_function(ctx, gm, name, &fn)) != 0) return r;
+    if (ctx->info.max_smem_per_block < 0 || smem < head + 3u * stage)
+        return lwo__fail(ctx, LWO_ERROR_UNSUPPORTED, "lwo_linear: the Hopper GEMM needs %u bytes of shared memory; the device gives %d",
+                         head + 3u * stage, ctx->info.max_smem_per_block);
+    if (ctx->gemm_smem[v][tl - lwo__wg_tiles] != smem) {   /* the function's limit, set once */
+        LWO__CU(ctx, cuFuncSetAttribute(fn, LWO__CU_FUNC_ATTR_MAX_DYNAMIC_SMEM, (int)smem));
+        ctx->gemm_smem[v][tl - lwo__wg_tiles] = smem;
+    }
+    if (cl > 1) {
+        int *fit = &ctx->gemm_clusters[v][tl - lwo__wg_tiles];
+        if (*fit == 0) {
+            lwo__launch_config lc;
+            memset(&lc, 0, sizeof lc);
+            lc.gridDimX = (unsigned)(slots * cl); lc.gridDimY = lc.gridDimZ = 1;
+            lc.blockDimX = threads; lc.blockDimY = lc.blockDimZ = 1; lc.sharedMemBytes = smem; lc.hStream = cs;
+            LWO__CU(ctx, cuOccupancyMaxActiveClusters(fit, fn, &lc));
+            if (*fit < 1) {
+                *fit = 0;
+                return lwo__fail(ctx, LWO_ERROR_UNSUPPORTED, "lwo_linear: no cluster of %u CTAs of %s fits on the device", cl, name);
+            }
+            lwo__log(ctx, LWO_LOG_INFO, "%s: %d clusters of %u CTAs fit at once on %d multiprocessors", name, *fit, cl, ctx->info.sm_count);
+        }
+        if ((uint64_t)*fit < slots) slots = (uint64_t)*fit;
+    }
+    grid = (unsigned)((units < slots ? units : slots) * cl);
+    lwo__wg_rounds(ctx, tl, units, slots, ktiles, may_split, &sk_first);
+    if (sk_first < units && ((r = lwo__split_area(ctx, cs, &area)) != 0 || !area)) {
+        if (r) return r;
+        sk_first = units;   /* no room for the split area, or inside a capture */
+    }
+    args[0] = tmA; args[1] = tmB; args[2] = &M; args[3] = &N; args[4] = &ktiles; args[5] = &sa; args[6] = &sw;
+    args[7] = &bias; args[8] = &bias_kind; args[9] = &y; args[10] = &out_kind; args[11] = &sk_first; args[12] = &area;
+    args[13] = tmY; args[14] = &ytma;
+    if ((r = lwo__launch_fn_ex(ctx, cs, fn, grid, 1, 1, threads, 1, 1, smem, args, name, 1)) != 0) return r;
+    if (sk_first < units) ctx->stats.gemm_splits++;
+    return LWO_SUCCESS;
+}
+
+/* One GEMM: the tensor-core kernels when the arch has them, else lwo_k_gemm_simple. */
+static lwo_result lwo__gemm(lwo_context *ctx, const lwo__gemm_args *g) {
+    const lwo__CUstream cs = g->stream;
+    const lwo_dtype op = g->op;
+    lwo__CUdeviceptr A = g->a, B = g->b, sa = g->a_scales, sw = g->b_scales, bias = g->bias, y = g->y;
+    uint64_t lda = g->lda, a_k = g->a_k, kpad = g->kpad, M = g->M, N = g->N;
+    int bias_kind = g->bias_kind, out_kind = g->y_kind;
+    int cc = ctx->info.cc_major * 10 + ctx->info.cc_minor;
+    int tc = cc >= 80 && (op != LWO_DTYPE_F8_E4M3 || cc >= 89) && (A & 15u) == 0 && (B & 15u) == 0;
+    uint64_t W = lwo_dtype_size(op);
+    if (tc && ((lda * W) % 16 != 0 || (a_k * W) % 16 != 0)) tc = 0;
+    if (tc && lwo__gemm_wg_ok(ctx, M, N, y))
+        return lwo__gemm_wg(ctx, g);
+    if (tc) {
+        char name[64];
+        uint64_t lda_b = lda * W, akb = a_k * W, ldb_b = kpad * W;
+        uint64_t big = ((M + 127) / 128) * ((N + 127) / 128);
+        int small = big < (uint64_t)ctx->info.sm_count;
+        unsigned BMN = small ? 64 : 128, threads = small ? 128 : 256;
+        unsigned smem = 3u * 2u * BMN * 64u;
+        uint64_t gx = (N + BMN - 1) / BMN, gy = (M + BMN - 1) / BMN;
+        lwo__CUfunction fn;
+        lwo_result r;
+        void *args[13];
+        if (gy > 65535 || gx > 0x7fffffffu) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: M = %llu is more than one launch takes", (unsigned long long)M);
+        args[0] = &A; args[1] = &lda_b; args[2] = &akb; args[3] = &B; args[4] = &ldb_b; args[5] = &M; args[6] = &N;
+        args[7] = &sa; args[8] = &sw; args[9] = &bias; args[10] = &bias_kind; args[11] = &y; args[12] = &out_kind;
+        snprintf(name, sizeof name, "lwo_k_gemm_%s_%s", op == LWO_DTYPE_I8 ? "s8" : lwo__kname(op), small ? "s" : "l");
+        {
+            lwo_module *gm = NULL;
+            if ((r = lwo__gemm_module(ctx, op == LWO_DTYPE_I8 ? "s8" : lwo__kname(op), &gm)) != 0) return r;
+            if ((r = lwo__module_function(ctx, gm, name, &fn)) != 0) return r;
+        }
+        return lwo__launch_fn(ctx, cs, fn, (unsigned)gx, (unsigned)gy, 1, threads, 1, 1, smem, args, name);
+    } else {
+        int ak = lwo__gemm_kind(op), bk = ak;
+        uint64_t gx = (N + 15) / 16, gy = (M + 15) / 16;
+        void *args[15];
+        if (gy > 65535 || gx > 0x7fffffffu) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: M = %llu is more than one launch takes", (unsigned long long)M);
+        args[0] = &A; args[1] = &ak; args[2] = &lda; args[3] = &B; args[4] = &bk; args[5] = &kpad; args[6] = &M; args[7] = &N;
+        args[8] = &a_k; args[9] = &sa; args[10] = &sw; args[11] = &bias; args[12] = &bias_kind; args[13] = &y; args[14] = &out_kind;
+        return lwo__launch(ctx, cs, "lwo_k_gemm_simple", (unsigned)gx, (unsigned)gy, 256, 0, args);
+    }
+}
+
+/* ==== 9. Weights and residency =============================================================== */
+/* A weight is a matrix in one storage format; where its bytes live is its residency: a host
+   home (a pinned copy, or the caller's registered memory), and an item, what the streaming
+   engine moves, made of the home's byte ranges. */
+/* ---- host homes ----------------------------------------------------------------------------- */
+/* Host homes of weights. A home is where a weight's bytes live in host RAM while the GPU does not
+   hold them: a pinned copy (cuMemHostAlloc, counted against desc.pinned_cap), or the caller's own
+   memory (a mapped checkpoint, say) registered with the driver read-only, which transfers as fast
+   as pinned memory without a second copy in RAM; when the driver refuses either, a pageable copy
+   or the caller's memory as it is, with a warning, since transfers from it run at a fraction of
+   the bus speed and cannot be captured in a graph. */
+typedef enum lwo__home_kind { LWO__HOME_PINNED = 1, LWO__HOME_REGISTERED, LWO__HOME_PAGEABLE_COPY, LWO__HOME_BORROWED } lwo__home_kind;
+
+typedef struct lwo__home {
+    lwo__home_kind kind;
+    void *ptr;            /* what transfers read */
+    uint64_t bytes;
+    void *reg_base;       /* the page-aligned range registered, for LWO__HOME_REGISTERED */
+    size_t reg_len;
+    lwo__host_reg *shared; /* LWO__HOME_REGISTERED inside a shared registration (reg_base unused) */
+} lwo__home;
+
+static lwo_result lwo__home_make(lwo_context *ctx, const void *src, uint64_t bytes, int borrow, lwo__home *h) {
+    memset(h, 0, sizeof *h);
+    h->bytes = bytes;
+    if (borrow && (h->shared = lwo__host_reg_find(ctx, src, bytes)) != NULL) {
+        h->shared->refs++;
+        h->ptr = (void *)src;
+        h->kind = LWO__HOME_REGISTERED;
+        return LWO_SUCCESS;
+    }
+    if (borrow) {
+        uint64_t ps = lwo__page_size();
+        uintptr_t a = (uintptr_t)src, base = a / (uintptr_t)ps * (uintptr_t)ps, end = (a + (uintptr_t)bytes + (uintptr_t)ps - 1) / (uintptr_t)ps * (uintptr_t)ps;
+        lwo__CUresult rc = ctx->cu.cuMemHostRegister((void *)base, (size_t)(end - base), 0x08 /* CU_MEMHOSTREGISTER_READ_ONLY */);
+        h->ptr = (void *)src;
+        if (rc == 0) { h->kind = LWO__HOME_REGISTERED; h->reg_base = (void *)base; h->reg_len = (size_t)(end - base); return LWO_SUCCESS; }
+        lwo__log(ctx, LWO_LOG_WARN, "the driver would not register %llu bytes of caller memory (error %d): transfers from it will be slow and cannot be captured in a graph",
+                 (unsigned long long)bytes, rc);
+        h->kind = LWO__HOME_BORROWED;
+        return LWO_SUCCESS;
+    }
+    if (ctx->pinned_bytes + bytes <= ctx->desc.pinned_cap && ctx->cu.cuMemHostAlloc(&h->ptr, (size_t)bytes, 0) == 0) {
+        ctx->pinned_bytes += bytes;
+        h->kind = LWO__HOME_PINNED;
+    } else {
+        lwo__log(ctx, LWO_LOG_WARN, "pinning %llu more bytes would pass lwo_desc.pinned_cap (%llu) or was refused: this weight stays in pageable memory",
+                 (unsigned long long)bytes, (unsigned long long)ctx->desc.pinned_cap);
+        h->ptr = LWO_MALLOC((size_t)bytes);
+        if (!h->ptr) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory for a %llu-byte weight copy", (unsigned long long)bytes);
+        h->kind = LWO__HOME_PAGEABLE_COPY;
+    }
+    if (src) memcpy(h->ptr, src, (size_t)bytes);
+    return LWO_SUCCESS;
+}
+
+static void lwo__home_free(lwo_context *ctx, lwo__home *h) {
+    switch (h->kind) {
+    case LWO__HOME_PINNED: ctx->cu.cuMemFreeHost(h->ptr); ctx->pinned_bytes -= h->bytes; break;
+    case LWO__HOME_REGISTERED:
+        if (h->shared) lwo__host_reg_release(ctx, h->shared);
+        else ctx->cu.cuMemHostUnregister(h->reg_base);
+        break;
+    case LWO__HOME_PAGEABLE_COPY: LWO_FREE(h->ptr); break;
+    default: break;
+    }
+    memset(h, 0, sizeof *h);
+}
+
+/* ---- items ---------------------------------------------------------------------------------- */
+#define LWO__PARTS 3
+
+/* An item is what streams: up to three byte ranges of host memory (weight, then bias, then scales)
+   laid out at 256-byte aligned offsets in device memory, resident in its own arena storage or
+   brought into the staging ring while it is in use (section 10). Items live as long as the
+   context: a destroyed weight's item is dead but keeps its id, which the learned use order names. */
 typedef struct lwo__item lwo__item;
-static lwo_result lwo__item_create(lwo_context *ctx, const void *const host[3], const uint64_t bytes[3], int force, lwo__item **out);
-static void lwo__item_join_parts(lwo__item *it, int first);
-static lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUstream cs, lwo__CUdeviceptr *dev);
-static lwo_result lwo__item_release(lwo_context *ctx, lwo__item *it, lwo__CUstream cs);
-static uint64_t lwo__item_part_offset(const lwo__item *it, int part);
-static void lwo__item_kill(lwo_context *ctx, lwo__item *it);
+struct lwo__item {
+    const void *host[LWO__PARTS];
+    uint64_t bytes[LWO__PARTS], offset[LWO__PARTS];
+    uint64_t total;        /* device bytes, parts at 256-byte aligned offsets */
+    int force;             /* 0 auto, 1 resident, 2 streamed */
+    int joined;            /* parts from this one on lie in one host block as on the device (3: none) */
+    int resident;
+    lwo__CUdeviceptr dev;  /* resident storage, or its place in the ring while it has one */
+    uint64_t arena_off, arena_size;
+    int fill;              /* index of its fill in the ring, -1 when in none */
+    int acquired;
+    int dead;              /* its weight was destroyed; the id stays so the order stays valid */
+    uint32_t id;
+};
+
+/* Registers host byte ranges as one streamable item (the weight code calls this). force: 0 let
+   the plan decide, 1 always resident, 2 always streamed. The host memory must outlive the item. */
+static lwo_result lwo__item_create(lwo_context *ctx, const void *const host[LWO__PARTS], const uint64_t bytes[LWO__PARTS],
+                                   int force, lwo__item **out) {
+    lwo__item *it;
+    int p;
+    it = (lwo__item *)LWO_MALLOC(sizeof *it);
+    if (!it) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    memset(it, 0, sizeof *it);
+    for (p = 0; p < LWO__PARTS; p++) {
+        it->host[p] = host[p];
+        it->bytes[p] = host[p] ? bytes[p] : 0;
+        it->offset[p] = it->total;
+        it->total += (it->bytes[p] + LWO__ALIGN - 1) / LWO__ALIGN * LWO__ALIGN;
+    }
+    it->force = force;
+    it->joined = LWO__PARTS;
+    it->fill = -1;
+    if (ctx->nitems == ctx->capitems) {
+        size_t cap = ctx->capitems * 2 + 64;
+        lwo__item **ni = (lwo__item **)LWO_REALLOC(ctx->items, cap * sizeof *ni);
+        if (!ni) { LWO_FREE(it); return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory"); }
+        ctx->items = ni;
+        ctx->capitems = cap;
+    }
+    it->id = (uint32_t)ctx->nitems;
+    ctx->items[ctx->nitems++] = it;
+    *out = it;
+    return LWO_SUCCESS;
+}
+
+/* Says that the item's parts from `first` on lie in one host block laid out as on the device. */
+static void lwo__item_join_parts(lwo__item *it, int first) { it->joined = first; }
+
+/* Makes item it readable by kernels enqueued next on the compute stream; returns its device base. */
+static uint64_t lwo__item_part_offset(const lwo__item *it, int part) { return it->offset[part]; }
+
+/* Its weight is gone: the item keeps its id (the learned order refers to it) but holds nothing. A
+   ring fill that held it is a remnant from now on (lwo__fill_item): its bytes stay taken until
+   overwritten. */
+static void lwo__item_kill(lwo_context *ctx, lwo__item *it) {
+    int p;
+    if (it->arena_size) lwo__arena_free(ctx, it->arena_off, it->arena_size);
+    for (p = 0; p < LWO__PARTS; p++) { it->host[p] = NULL; it->bytes[p] = 0; }
+    it->total = 0; it->arena_size = 0; it->fill = -1; it->dev = 0; it->resident = 0; it->acquired = 0;
+    it->dead = 1;
+}
+static void lwo__items_free(lwo_context *ctx) {
+    size_t i;
+    for (i = 0; i < ctx->nitems; i++) LWO_FREE(ctx->items[i]);
+    LWO_FREE(ctx->items);
+    ctx->items = NULL;
+    ctx->nitems = ctx->capitems = 0;
+}
+
+/* ---- weights -------------------------------------------------------------------------------- */
 struct lwo_weight {
     uint32_t magic;
     lwo_context *ctx;
@@ -3616,7 +4088,7 @@ struct lwo_weight {
     const void *host; /* the caller's data and its layout */
     lwo_dtype host_dtype;
     uint64_t host_bytes;
-    struct lwo__item *item;  /* streamable weights (section 8): data, bias, scales travel together */
+    struct lwo__item *item;  /* streamable weights (section 10): data, bias, scales travel together */
     lwo__home homes[3];
     struct lwo__lgraph *graphs; /* lwo_linear's graph cache (W8A8 formats), lwo_desc.graph_cache slots */
     int graphs_off;             /* a capture or update failed: plain launches for this weight */
@@ -3626,34 +4098,6 @@ struct lwo_weight {
 };
 #define LWO__MAGIC_WEIGHT 0x6c776f57u
 
-/* One cached quantize + GEMM chain of lwo_linear. N and K are the weight's; the rest of what picks
-   the kernels and their grids is the key, so a later call at the key only changes arguments. */
-typedef struct lwo__lgraph {
-    int used;                   /* 0: a free slot */
-    uint64_t M;
-    int xdt, ydt, bias_kind;    /* bias_kind -1: no bias */
-    int y16;                    /* y 16-byte aligned (the Hopper GEMM needs it) */
-    uint64_t stamp;
-    lwo__CUgraph graph;
-    lwo__CUgraphExec exec;
-    lwo__lsink nodes;           /* the kernel nodes in launch order */
-    int nnodes;                 /* how many the capture made */
-} lwo__lgraph;
-
-static int lwo__graph_slots(const lwo_context *ctx) { return ctx->desc.graph_cache > 0 ? ctx->desc.graph_cache : 4; }
-static void lwo__lgraph_drop(lwo_context *ctx, lwo__lgraph *g) {
-    if (!g->used) return;
-    if (g->exec) ctx->cu.cuGraphExecDestroy(g->exec);
-    if (g->graph) ctx->cu.cuGraphDestroy(g->graph);
-    memset(g, 0, sizeof *g);
-}
-static void lwo__weight_graphs_free(lwo_context *ctx, lwo_weight *w) {
-    int i;
-    if (!w->graphs) return;
-    for (i = 0; i < lwo__graph_slots(ctx); i++) lwo__lgraph_drop(ctx, &w->graphs[i]);
-    LWO_FREE(w->graphs);
-    w->graphs = NULL;
-}
 #define LWO__KPAD 64u
 
 LWO_DEF const char *lwo_format_name(lwo_format f) {
@@ -3691,40 +4135,6 @@ static lwo_format lwo__weight_format(const lwo_weight_desc *d) {
 static uint64_t lwo__kpad(uint64_t cols, int hlog) {
     uint64_t a = (uint64_t)1 << hlog > LWO__KPAD ? (uint64_t)1 << hlog : LWO__KPAD;
     return (cols + a - 1) / a * a;
-}
-
-LWO_DEF lwo_result lwo_ref_linear(const lwo_ref_linear_desc *d) {
-    const void *x = d ? d->x : NULL, *w = d ? d->w : NULL;
-    void *y = d ? d->y : NULL;
-    const lwo_dtype xt = d ? d->x_dtype : LWO_DTYPE_INVALID, wt = d ? d->w_dtype : LWO_DTYPE_INVALID, yt = d ? d->y_dtype : LWO_DTYPE_INVALID;
-    const uint64_t M = d ? d->M : 0, N = d ? d->N : 0, K = d ? d->K : 0;
-    const uint64_t ldx = d && d->ldx ? d->ldx : K, ldw = d && d->ldw ? d->ldw : K;
-    const float *sx = d ? d->x_scales : NULL, *sw = d ? d->w_scales : NULL, *bias = d ? d->bias : NULL;
-    uint64_t m, n, k;
-    int exact = xt == LWO_DTYPE_I8 && wt == LWO_DTYPE_I8;
-    if (!x || !w || !y || !lwo__is_float(yt) || ldx < K || ldw < K) return LWO_ERROR_INVALID_ARGUMENT;
-    if (!exact && !((lwo__is_float(xt) || xt == LWO_DTYPE_F8_E4M3 || xt == LWO_DTYPE_F8_E5M2) &&
-                    (lwo__is_float(wt) || wt == LWO_DTYPE_F8_E4M3 || wt == LWO_DTYPE_F8_E5M2)))
-        return LWO_ERROR_INVALID_ARGUMENT;
-    for (m = 0; m < M; m++)
-        for (n = 0; n < N; n++) {
-            float v;
-            if (exact) {
-                const int8_t *a = (const int8_t *)x + m * ldx, *b = (const int8_t *)w + n * ldw;
-                int64_t acc = 0;
-                for (k = 0; k < K; k++) acc += (int32_t)a[k] * (int32_t)b[k];
-                v = (float)(int32_t)acc; /* the GPU's s32 accumulator (no overflow for K < 133000) */
-            } else {
-                double acc = 0.0;
-                for (k = 0; k < K; k++) acc += (double)lwo_ref_load(x, xt, m * ldx + k) * (double)lwo_ref_load(w, wt, n * ldw + k);
-                v = (float)acc;
-            }
-            if (sx) v = v * sx[m];
-            if (sw) v = v * sw[n];
-            if (bias) v = v + bias[n];
-            lwo_ref_store(y, yt, m * N + n, v);
-        }
-    return LWO_SUCCESS;
 }
 
 /* Every check of a weight desc that needs no GPU; cc = compute capability * 10 (e.g. 90). */
@@ -3795,28 +4205,11 @@ static lwo_result lwo__weight_validate(lwo_context *ctx, const lwo_weight_desc *
     return LWO_SUCCESS;
 }
 
-static unsigned lwo__grid_rows(lwo_context *ctx, uint64_t n) { return lwo__grid_for(ctx, n, 256); }
-
-/* dst [rows, Kd] = pad(src [rows, K]) (* smooth per column), converting src's dtype to dst's. */
-static lwo_result lwo__pad_launch(lwo_context *ctx, lwo__CUstream cs, lwo__CUdeviceptr src, lwo_dtype st, uint64_t rows,
-                                  uint64_t K, lwo__CUdeviceptr smooth, lwo__CUdeviceptr dst, lwo_dtype dt, uint64_t Kd) {
-    char name[64];
-    void *args[6];
-    if (lwo_dtype_size(st) == 1) {
-        void *a[5];
-        a[0] = &src; a[1] = &rows; a[2] = &K; a[3] = &dst; a[4] = &Kd;
-        return lwo__launch(ctx, cs, "lwo_k_pad_rows_u8", lwo__grid_rows(ctx, rows * Kd), 1, 256, 0, a);
-    }
-    args[0] = &src; args[1] = &rows; args[2] = &K; args[3] = &smooth; args[4] = &dst; args[5] = &Kd;
-    snprintf(name, sizeof name, "lwo_k_pad_rows_%s_%s", lwo__kname(st), lwo__kname(dt));
-    return lwo__launch(ctx, cs, name, lwo__grid_rows(ctx, rows * Kd), 1, 256, 0, args);
-}
-
+/* Frees what the weight holds; its graphs (section 11) are dropped first by lwo_weight_destroy. */
 static void lwo__weight_free(lwo_context *ctx, lwo_weight *w) {
     int p;
     if (w->prev) w->prev->next = w->next; else if (ctx->weights == w) ctx->weights = w->next;
     if (w->next) w->next->prev = w->prev;
-    lwo__weight_graphs_free(ctx, w);
     if (w->item) lwo__item_kill(ctx, w->item);
     for (p = 0; p < 3; p++) if (w->homes[p].kind) lwo__home_free(ctx, &w->homes[p]);
     if (w->data) lwo__tensor_free(ctx, w->data);
@@ -3826,12 +4219,6 @@ static void lwo__weight_free(lwo_context *ctx, lwo_weight *w) {
     if (w->perm) lwo__tensor_free(ctx, w->perm);
     w->magic = 0;
     LWO_FREE(w);
-}
-
-static lwo_result lwo__tensor2(lwo_context *ctx, lwo_dtype dt, uint64_t a, uint64_t b, lwo_tensor **out) {
-    uint64_t shape[2];
-    shape[0] = a; shape[1] = b;
-    return lwo_tensor_create(ctx, dt, b ? 2 : 1, shape, out);
 }
 
 static lwo_result lwo__weight_build(lwo_context *ctx, const lwo_weight_desc *d, lwo_weight *w) {
@@ -4092,14 +4479,6 @@ static lwo_result lwo__check_weight(lwo_context *ctx, const lwo_weight *w) {
     return LWO_SUCCESS;
 }
 
-LWO_DEF void lwo_weight_destroy(lwo_context *ctx, lwo_weight *w) {
-    if (!ctx || ctx->magic != LWO__MAGIC_CTX || !w) return;
-    if (lwo__check_weight(ctx, w)) { lwo__log(ctx, LWO_LOG_WARN, "lwo_weight_destroy: %s", ctx->error); return; }
-    /* queued lwo_linear calls may still read it: the stream-ordered arena reuse needs the device idle */
-    if (ctx->cu.cuCtxSetCurrent && ctx->cuctx) { ctx->cu.cuCtxSetCurrent(ctx->cuctx); ctx->cu.cuCtxSynchronize(); }
-    lwo__weight_free(ctx, w);
-}
-
 LWO_DEF lwo_result lwo_weight_get_info(lwo_context *ctx, const lwo_weight *w, lwo_weight_info *out) {
     lwo_result r;
     LWO__ENTER(ctx);
@@ -4119,6 +4498,7 @@ LWO_DEF lwo_result lwo_weight_get_info(lwo_context *ctx, const lwo_weight *w, lw
     return LWO_SUCCESS;
 }
 
+/* ---- sizing: lwo_linear's workspace and a weight's device bytes ----------------------------- */
 /* lwo_linear's workspace for x of M rows on a weight of format f, [N, Kp] as stored: W8A8 quantizes
    x into it (M x Kp codes, at the arena's granularity, then M f32 row scales); the fp8 upcast formats
    upcast W into it (N x Kp 16-bit); with `pad` (K % 8 != 0, or x not 16-byte aligned) x follows,
@@ -4144,340 +4524,6 @@ static uint64_t lwo__linear_rows(lwo_format f, uint64_t M, uint64_t N, uint64_t 
         if (lwo__linear_ws(f, mid * LWO__CHUNK_ROWS, N, Kp, pad) <= bytes) lo = mid; else hi = mid - 1;
     }
     return lo * LWO__CHUNK_ROWS;
-}
-
-/* Grows the workspace to `bytes`. Growing waits for the device, since queued GEMMs may still read
-   the old block; where the arena has no room the old block stays (same size, maybe moved). */
-static int lwo__engine_capturing(const lwo_context *ctx); /* section 8 */
-static lwo_result lwo__workspace_grow(lwo_context *ctx, uint64_t bytes) {
-    uint64_t off, size, old = ctx->ws_size;
-    lwo_result r;
-    LWO__CU(ctx, cuCtxSynchronize());
-    if (old) { lwo__arena_free(ctx, ctx->ws_off, ctx->ws_size); ctx->ws_size = 0; }
-    if ((r = lwo__arena_alloc(ctx, bytes, &off, &size, "lwo_linear's workspace")) != 0) {
-        char keep[LWO__ERROR_CAP];
-        memcpy(keep, ctx->error, sizeof keep);
-        /* the block just freed is free again, so this fits */
-        if (old && lwo__arena_alloc(ctx, old, &ctx->ws_off, &ctx->ws_size, "lwo_linear's workspace") != 0) ctx->ws_size = 0;
-        memcpy(ctx->error, keep, sizeof keep);
-        return r;
-    }
-    ctx->ws_off = off;
-    ctx->ws_size = size;
-    return LWO_SUCCESS;
-}
-
-/* The workspace of one lwo_linear call on weight w: *rows = M where it holds the whole call (it
-   grows to that where it may), else the most rows it holds at a time (the call runs in chunks).
-   For a weight the last plan placed nothing grows: the plan reserved what its declared shapes
-   need, and larger calls run in chunks. A weight made after the plan may grow it where the arena
-   has room (into the room the plan left free). Inside a capture nothing grows (growing
-   synchronizes). */
-static lwo_result lwo__linear_space(lwo_context *ctx, const lwo_weight *w, uint64_t M, int pad, lwo__CUdeviceptr *ws, uint64_t *rows) {
-    const lwo_format f = w->format;
-    const uint64_t N = w->rows, Kp = w->kpad, full = lwo__linear_ws(f, M, N, Kp, pad);
-    const int may_grow = !(ctx->planned && w->planned) && !lwo__engine_capturing(ctx);
-    *rows = M;
-    if (full > ctx->ws_size) {
-        if (!may_grow || lwo__workspace_grow(ctx, full) != LWO_SUCCESS) {
-            uint64_t least = lwo__linear_ws(f, M < LWO__CHUNK_ROWS ? M : LWO__CHUNK_ROWS, N, Kp, pad);
-            ctx->error[0] = 0;
-            if (least > ctx->ws_size && may_grow) lwo__workspace_grow(ctx, least);
-            *rows = lwo__linear_rows(f, M, N, Kp, pad, ctx->ws_size);
-            if (*rows == 0)
-                return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET,
-                                 "lwo_linear: a %llu x %llu %s weight needs %llu bytes of workspace (%llu for all %llu rows of x), and the "
-                                 "workspace has %llu: %s", (unsigned long long)N, (unsigned long long)Kp, lwo_format_name(f),
-                                 (unsigned long long)least, (unsigned long long)full, (unsigned long long)M, (unsigned long long)ctx->ws_size,
-                                 ctx->planned && w->planned ? "more than the last lwo_streaming_plan reserved"
-                                 : ctx->planned ? "the weight was made after the last lwo_streaming_plan, which reserves the workspace, and the arena has no room; plan again"
-                                 : lwo__engine_capturing(ctx) ? "run the pass once before capturing it (the workspace cannot grow inside a capture)"
-                                 : "the budget has no room for it (raise lwo_desc.vram_budget)");
-            if (!ctx->chunk_logged) {
-                lwo__log(ctx, LWO_LOG_WARN, "lwo_linear runs x of %llu rows in chunks of %llu: the workspace holds %llu bytes, the call needs %llu "
-                         "(declare the largest x in lwo_streaming_desc.max_rows)", (unsigned long long)M, (unsigned long long)*rows,
-                         (unsigned long long)ctx->ws_size, (unsigned long long)full);
-                ctx->chunk_logged = 1;
-            }
-            ctx->stats.linear_chunked++;
-        }
-    }
-    *ws = ctx->arena + ctx->ws_off;
-    return LWO_SUCCESS;
-}
-
-/* The split area of the Hopper GEMMs (lwo_desc.gemm_split): a 32-bit counter per tail tile and
-   warpgroup, 16 bytes a CTA, then a 128 x 128 tile of 32-bit partial sums per CTA
-   (lwo_gemm_wg_body). The counters must be zero before a GEMM: each launch leaves them so, and a new
-   area's are zeroed on the stream of the GEMM that made it (or by lwo_streaming_plan, which lays the
-   arena out again). Before any plan the first GEMM that splits makes it, where the arena has room,
-   and not inside a capture (lwo_linear's graphs count their kernels); after a plan it exists only
-   if the plan reserved it. A GEMM that finds none does not split. */
-static uint64_t lwo__split_bytes(const lwo_context *ctx) {
-    const uint64_t n = (uint64_t)(ctx->info.sm_count > 0 ? ctx->info.sm_count : 0);
-    return (16 * n + 255) / 256 * 256 + n * 128 * 128 * 4;
-}
-static lwo_result lwo__split_zero(lwo_context *ctx, lwo__CUstream cs) {
-    LWO__CU(ctx, cuMemsetD32Async(ctx->arena + ctx->split_off, 0, (size_t)ctx->info.sm_count * 4, cs));
-    return LWO_SUCCESS;
-}
-static lwo_result lwo__split_area(lwo_context *ctx, lwo__CUstream cs, lwo__CUdeviceptr *out) {
-    *out = 0;
-    if (!ctx->split_size) {
-        char keep[LWO__ERROR_CAP];
-        if (ctx->planned || ctx->lsink || lwo__engine_capturing(ctx)) return LWO_SUCCESS;
-        memcpy(keep, ctx->error, sizeof keep);
-        if (lwo__arena_alloc(ctx, lwo__split_bytes(ctx), &ctx->split_off, &ctx->split_size, "the GEMMs' split area") != 0) {
-            if (!ctx->split_refused) lwo__log(ctx, LWO_LOG_INFO, "GEMMs do not split their last rounds: %s", ctx->error);
-            ctx->split_refused = 1;
-            ctx->split_size = 0;
-            memcpy(ctx->error, keep, sizeof keep);
-            return LWO_SUCCESS;
-        }
-        {
-            lwo_result r = lwo__split_zero(ctx, cs);
-            if (r) { lwo__arena_free(ctx, ctx->split_off, ctx->split_size); ctx->split_size = 0; return r; }
-        }
-    }
-    *out = ctx->arena + ctx->split_off;
-    return LWO_SUCCESS;
-}
-
-static int lwo__gemm_kind(lwo_dtype t) {
-    switch (t) {
-    case LWO_DTYPE_F32: return 0;
-    case LWO_DTYPE_F16: return 1;
-    case LWO_DTYPE_BF16: return 2;
-    case LWO_DTYPE_I8: return 3;
-    default: return 4;
-    }
-}
-
-/* The sm_90a GEMMs (kernels.cuh.inc, "Hopper GEMM"): on a device lwo compiles for sm_90a, unless
-   the desc asks for mma.sync, for a y the paired stores may write 8 bytes at a time, and sizes the
-   copy engine's 32-bit coordinates reach. The tensor-core path's alignment checks apply as well. */
-static int lwo__gemm_wg_ok(lwo_context *ctx, uint64_t M, uint64_t N, lwo__CUdeviceptr y) {
-    return strcmp(ctx->info.arch, "sm_90a") == 0 && ctx->desc.gemm_kernels != 1 && (y & 15u) == 0 &&
-           M < 0x7fffff00u && N < 0x7fffff00u;
-}
-
-/* A 2-D tensor map over `rows` rows of `row_bytes` valid bytes, `pitch` bytes apart, read in boxes
-   of box_bytes (128 or 64) x box_rows rows with the swizzle of that width the wgmma descriptors
-   expect; reads past
-   either edge return zeros. */
-static lwo_result lwo__tensor_map(lwo_context *ctx, void *map, lwo__CUdeviceptr base, uint64_t row_bytes, uint64_t rows,
-                                  uint64_t pitch, unsigned box_rows, unsigned box_bytes) {
-    enum { U8 = 0, NO_INTERLEAVE = 0, SWIZZLE_64B = 2, SWIZZLE_128B = 3, L2_256B = 3, OOB_ZERO = 0 };
-    uint64_t dims[2], strides[1];
-    unsigned box[2], estr[2] = { 1, 1 };
-    lwo__CUresult rc;
-    dims[0] = row_bytes; dims[1] = rows; strides[0] = pitch;
-    box[0] = box_bytes; box[1] = box_rows;
-    rc = ctx->cu.cuTensorMapEncodeTiled(map, U8, 2, (void *)(uintptr_t)base, dims, strides, box, estr, NO_INTERLEAVE,
-                                        box_bytes == 128 ? SWIZZLE_128B : SWIZZLE_64B, L2_256B, OOB_ZERO);
-    return rc ? lwo__cuda_fail(ctx, rc, "cuTensorMapEncodeTiled") : LWO_SUCCESS;
-}
-
-/* The Hopper GEMM's tiles (kernels.cuh.inc, LWO_GEMM_WG_KERNELS): BM x BN, consumer warpgroups, the
-   cluster's CTAs along M and N (cm x cn), and rate: the tile's speed per multiply-add relative to
-   the cooperative 128 x 128, measured on the H200 (NOTES.md: forced tiles timed back to back at the
-   benchmark's shapes). 128 x 256 reads a quarter fewer bytes through L2 per multiply-add but
-   measured no faster (0.96-1.08x); 64 x 128 is 0.75-0.8x; the ping-pong 128 x 128 measured
-   0.96-1.11x (most where K is short and the epilogue it hides is a larger part). In 2x1 clusters
-   (B shared: a quarter fewer bytes through L2) the ping-pong tile measured 0.98-1.10x of itself
-   alone, timed in alternating order (8192^3 int8 0.826 vs 0.873 ms), and its 1.26 makes it the
-   choice wherever its units fill the SMs as well as another's. The clustered 128 x 256 tile (9
-   stages of 64 bytes of K) was slower than both at every shape (0.80-0.95x): 0.9. */
-typedef struct lwo__wg_tile { const char *suffix; unsigned bm, bn, cwg, cm, cn, bk; double rate; } lwo__wg_tile;
-static const lwo__wg_tile lwo__wg_tiles[LWO__WG_TILES] = {
-    { "wg64", 64, 128, 1, 1, 1, 128, 0.78 }, { "wg128", 128, 128, 2, 1, 1, 128, 1.0 }, { "wg256", 128, 256, 2, 1, 1, 128, 1.0 },
-    { "wgpp", 128, 128, 2, 1, 1, 128, 1.2 }, { "wgpp2", 128, 128, 2, 2, 1, 128, 1.26 }, { "wg256c2", 128, 256, 2, 2, 1, 64, 0.9 } };
-
-/* Units of work: a cluster's cm x cn tiles at a time. */
-static uint64_t lwo__wg_units(const lwo__wg_tile *t, uint64_t M, uint64_t N) {
-    uint64_t tm = (M + t->bm - 1) / t->bm, tn = (N + t->bn - 1) / t->bn;
-    return ((tm + t->cm - 1) / t->cm) * ((tn + t->cn - 1) / t->cn);
-}
-
-/* The clusters a grid of tile t may have: one CTA per multiprocessor, or lwo_desc.gemm_split's
-   cap (tests); the occupancy can lower it further (lwo__gemm_wg). */
-static uint64_t lwo__wg_slots(const lwo_context *ctx, const lwo__wg_tile *t) {
-    uint64_t cl = t->cm * t->cn, cap = (uint64_t)ctx->info.sm_count;
-    if (ctx->desc.gemm_split > 0 && (uint64_t)ctx->desc.gemm_split < cap) cap = (uint64_t)ctx->desc.gemm_split;
-    return cap / cl ? cap / cl : 1;
-}
-
-/* The rounds of units `slots` clusters take: whole rounds (a partly filled last round costs a whole
-   one), or with the last two rounds' units split along K (lwo_wg_sched in kernels.cuh.inc) the
-   units over the slots, plus LWO__SPLIT_COST for the partial sums' trip through L2 and the
-   unevenly cut units, where that is less and the grid runs at least LWO__SPLIT_MIN_ROUNDS whole
-   rounds. *first: the first unit of the split tail (units when none). Splitting needs a caller
-   that may (`split`: lwo__gemm_wg), a tile of at most 128 x 128 (its slot in the split area) and
-   at least two slices of K.
-   Measured (H200, ping-pong 2x1 clusters, the default then forced off, timed in the order
-   on, off, off, on, the card idle before each figure): at 8192^3 (31.03 rounds) splitting took
-   int8 0.729 against 0.731-0.737 ms and fp8 0.776-0.777 against 0.785-0.788, at 4608 x 3072 x 12288
-   (26.2 rounds) within 1% either way; at the 4608-row shapes (6.55 rounds) it was 2-3% slower (0.074
-   against 0.072 ms at 4608 x 3072 x 3072 int8), at 1024 x 3072 x 12288 (5.8 rounds) 5% slower. A trace
-   of every CTA's items at 4608 x 3072 x 3072 (one run, before the epilogue went through the copy
-   engine) showed why: the split tail's K slices took 0.50 us each against 0.38-0.42 in whole
-   units, the short items leaving the other warpgroup's epilogue exposed, so the tail ended later
-   than the half-empty last round it replaced. */
-#define LWO__SPLIT_COST 0.15
-#define LWO__SPLIT_MIN_ROUNDS 16
-static double lwo__wg_rounds(const lwo_context *ctx, const lwo__wg_tile *t, uint64_t units, uint64_t slots, uint64_t ktiles,
-                             int split, uint64_t *first) {
-    const uint64_t whole = (units + slots - 1) / slots;
-    const double even = (double)units / (double)slots + LWO__SPLIT_COST;
-    *first = units;
-    if (!split || ctx->desc.gemm_split < 0 || t->bm * t->bn > 128 * 128 || ktiles < 2 || units <= slots || units % slots == 0 ||
-        (ctx->desc.gemm_split == 0 && (even >= (double)whole || units / slots < LWO__SPLIT_MIN_ROUNDS)))
-        return (double)whole;
-    *first = (units / slots - 1) * slots;
-    return even;
-}
-
-/* Tile choice: the tile whose estimated time is least, the time being the rounds of units the
-   persistent grid runs (lwo__wg_rounds; a round is one tile a CTA) times the tile's area over its
-   rate; on a tie the later tile in the table. akb: the bytes of K; split: whether the call may
-   split (lwo__wg_rounds). lwo_desc.gemm_kernels 2..7 forces one (tests, benchmarks). */
-static const lwo__wg_tile *lwo__gemm_wg_tile(const lwo_context *ctx, uint64_t M, uint64_t N, uint64_t akb, int split) {
-    const lwo__wg_tile *best = NULL;
-    double best_t = 0;
-    int i;
-    if (ctx->desc.gemm_kernels >= 2 && ctx->desc.gemm_kernels < 2 + LWO__WG_TILES) return &lwo__wg_tiles[ctx->desc.gemm_kernels - 2];
-    for (i = LWO__WG_TILES - 1; i >= 0; i--) {
-        const lwo__wg_tile *t = &lwo__wg_tiles[i];
-        uint64_t first;
-        double rounds = lwo__wg_rounds(ctx, t, lwo__wg_units(t, M, N), lwo__wg_slots(ctx, t), (akb + t->bk - 1) / t->bk, split, &first);
-        double time = rounds * t->bm * t->bn / t->rate;
-        if (!best || time < best_t) { best = t; best_t = time; }
-    }
-    return best;
-}
-
-/* The grid is persistent: one block per multiprocessor at most, and for a clustered tile no more
-   clusters than fit at once (cuOccupancyMaxActiveClusters, asked once per module and tile: a
-   cluster that waited for another to finish would run its units after it). It gets all the shared
-   memory a block may have: lwo_gemm_wg_body puts its barriers and column tables first and fills
-   the rest with as many stages as fit (at least three, checked here). may_split: the call may split
-   its last rounds (it is lwo_linear's and uses the workspace, so calls on other streams are
-   ordered with it, as the split area needs). */
-static lwo_result lwo__gemm_wg(lwo_context *ctx, lwo__CUstream cs, lwo_dtype op, lwo__CUdeviceptr A, uint64_t lda_b,
-                               uint64_t akb, lwo__CUdeviceptr B, uint64_t ldb_b, uint64_t M, uint64_t N,
-                               lwo__CUdeviceptr sa, lwo__CUdeviceptr sw, lwo__CUdeviceptr bias, int bias_kind,
-                               lwo__CUdeviceptr y, int out_kind, int may_split) {
-    unsigned char maps[3 * 128 + 64]; /* three CUtensorMaps, which must be 64-byte aligned */
-    void *tmA = (void *)(((uintptr_t)maps + 63) & ~(uintptr_t)63), *tmB = (unsigned char *)tmA + 128, *tmY = (unsigned char *)tmA + 256;
-    const char *variant = op == LWO_DTYPE_I8 ? "s8" : lwo__kname(op);
-    const lwo__wg_tile *tl = lwo__gemm_wg_tile(ctx, M, N, akb, may_split);
-    const unsigned cl = tl->cm * tl->cn;
-    unsigned threads = 128u * (tl->cwg + 1), smem = (unsigned)ctx->info.max_smem_per_block;
-    /* a 16-bit y whose rows are whole 16-byte chunks is stored by the copy engine (lwo_wg_epi_pack) */
-    int ytma = out_kind != 0 && (N * 2) % 16 == 0;
-    /* what lwo_gemm_wg_body puts before the stages: 16 bytes of barriers for each of LWO_WG_MAX_STAGES (16)
-       stages, the column tables, up to the next 1024-byte boundary, and with ytma a 64-row output
-       buffer per consumer warpgroup */
-    unsigned head = (16u * 16u + tl->cwg * tl->bn * 8u + 1023u) / 1024u * 1024u + (ytma ? tl->cwg * 64u * tl->bn * 2u : 0),
-             stage = (tl->bm + tl->bn) * tl->bk;
-    uint64_t units = lwo__wg_units(tl, M, N), ktiles = (akb + tl->bk - 1) / tl->bk, slots = lwo__wg_slots(ctx, tl), sk_first;
-    lwo__CUdeviceptr area = 0;
-    unsigned grid;
-    const int v = lwo__gemm_variant_index(variant);   /* the module's index, for the per-tile caches */
-    char name[64];
-    lwo_module *gm = NULL;
-    lwo__CUfunction fn;
-    lwo_result r;
-    void *args[15];
-    if (M == 0 || N == 0) return LWO_SUCCESS;
-    /* each CTA of a cluster copies a 1/cn slice of the A tile and a 1/cm slice of the B tile */
-    if ((r = lwo__tensor_map(ctx, tmA, A, akb, M, lda_b, tl->bm / tl->cn, tl->bk)) != 0) return r;
-    if ((r = lwo__tensor_map(ctx, tmB, B, ldb_b, N, ldb_b, tl->bn / tl->cm, tl->bk)) != 0) return r;
-    if (ytma && (r = lwo__tensor_map(ctx, tmY, y, N * 2, M, N * 2, 64, 128)) != 0) return r;   /* boxes of 64 rows x 64 columns */
-    if (!ytma) memset(tmY, 0, 128);
-    snprintf(name, sizeof name, "lwo_k_gemm_%s_%s", variant, tl->suffix);
-    if ((r = lwo__gemm_module(ctx, variant, &gm)) != 0) return r;
-    if ((r = lwo__module_function(ctx, gm, name, &fn)) != 0) return r;
-    if (ctx->info.max_smem_per_block < 0 || smem < head + 3u * stage)
-        return lwo__fail(ctx, LWO_ERROR_UNSUPPORTED, "lwo_linear: the Hopper GEMM needs %u bytes of shared memory; the device gives %d",
-                         head + 3u * stage, ctx->info.max_smem_per_block);
-    if (ctx->gemm_smem[v][tl - lwo__wg_tiles] != smem) {   /* the function's limit, set once */
-        LWO__CU(ctx, cuFuncSetAttribute(fn, LWO__CU_FUNC_ATTR_MAX_DYNAMIC_SMEM, (int)smem));
-        ctx->gemm_smem[v][tl - lwo__wg_tiles] = smem;
-    }
-    if (cl > 1) {
-        int *fit = &ctx->gemm_clusters[v][tl - lwo__wg_tiles];
-        if (*fit == 0) {
-            lwo__launch_config lc;
-            memset(&lc, 0, sizeof lc);
-            lc.gridDimX = (unsigned)(slots * cl); lc.gridDimY = lc.gridDimZ = 1;
-            lc.blockDimX = threads; lc.blockDimY = lc.blockDimZ = 1; lc.sharedMemBytes = smem; lc.hStream = cs;
-            LWO__CU(ctx, cuOccupancyMaxActiveClusters(fit, fn, &lc));
-            if (*fit < 1) {
-                *fit = 0;
-                return lwo__fail(ctx, LWO_ERROR_UNSUPPORTED, "lwo_linear: no cluster of %u CTAs of %s fits on the device", cl, name);
-            }
-            lwo__log(ctx, LWO_LOG_INFO, "%s: %d clusters of %u CTAs fit at once on %d multiprocessors", name, *fit, cl, ctx->info.sm_count);
-        }
-        if ((uint64_t)*fit < slots) slots = (uint64_t)*fit;
-    }
-    grid = (unsigned)((units < slots ? units : slots) * cl);
-    lwo__wg_rounds(ctx, tl, units, slots, ktiles, may_split, &sk_first);
-    if (sk_first < units && ((r = lwo__split_area(ctx, cs, &area)) != 0 || !area)) {
-        if (r) return r;
-        sk_first = units;   /* no room for the split area, or inside a capture */
-    }
-    args[0] = tmA; args[1] = tmB; args[2] = &M; args[3] = &N; args[4] = &ktiles; args[5] = &sa; args[6] = &sw;
-    args[7] = &bias; args[8] = &bias_kind; args[9] = &y; args[10] = &out_kind; args[11] = &sk_first; args[12] = &area;
-    args[13] = tmY; args[14] = &ytma;
-    if ((r = lwo__launch_fn_ex(ctx, cs, fn, grid, 1, 1, threads, 1, 1, smem, args, name, 1)) != 0) return r;
-    if (sk_first < units) ctx->stats.gemm_splits++;
-    return LWO_SUCCESS;
-}
-
-/* One GEMM: A [M, *] (row stride lda elements, valid K columns a_k), B [N, kpad] of dtype `op`.
-   The tensor-core kernels when the arch has them, else lwo_k_gemm_simple. may_split: the caller
-   uses the workspace, whose split area the Hopper kernels may then use (lwo__gemm_wg); calls that
-   do not may run on several streams at once. */
-static lwo_result lwo__gemm(lwo_context *ctx, lwo__CUstream cs, lwo_dtype op, lwo__CUdeviceptr A, uint64_t lda, uint64_t a_k,
-                            lwo__CUdeviceptr B, uint64_t kpad, uint64_t M, uint64_t N, lwo__CUdeviceptr sa, lwo__CUdeviceptr sw,
-                            lwo__CUdeviceptr bias, int bias_kind, lwo__CUdeviceptr y, int out_kind, int may_split) {
-    int cc = ctx->info.cc_major * 10 + ctx->info.cc_minor;
-    int tc = cc >= 80 && (op != LWO_DTYPE_F8_E4M3 || cc >= 89) && (A & 15u) == 0 && (B & 15u) == 0;
-    uint64_t W = lwo_dtype_size(op);
-    if (tc && ((lda * W) % 16 != 0 || (a_k * W) % 16 != 0)) tc = 0;
-    if (tc && lwo__gemm_wg_ok(ctx, M, N, y))
-        return lwo__gemm_wg(ctx, cs, op, A, lda * W, a_k * W, B, kpad * W, M, N, sa, sw, bias, bias_kind, y, out_kind, may_split);
-    if (tc) {
-        char name[64];
-        uint64_t lda_b = lda * W, akb = a_k * W, ldb_b = kpad * W;
-        uint64_t big = ((M + 127) / 128) * ((N + 127) / 128);
-        int small = big < (uint64_t)ctx->info.sm_count;
-        unsigned BMN = small ? 64 : 128, threads = small ? 128 : 256;
-        unsigned smem = 3u * 2u * BMN * 64u;
-        uint64_t gx = (N + BMN - 1) / BMN, gy = (M + BMN - 1) / BMN;
-        lwo__CUfunction fn;
-        lwo_result r;
-        void *args[13];
-        if (gy > 65535 || gx > 0x7fffffffu) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: M = %llu is more than one launch takes", (unsigned long long)M);
-        args[0] = &A; args[1] = &lda_b; args[2] = &akb; args[3] = &B; args[4] = &ldb_b; args[5] = &M; args[6] = &N;
-        args[7] = &sa; args[8] = &sw; args[9] = &bias; args[10] = &bias_kind; args[11] = &y; args[12] = &out_kind;
-        snprintf(name, sizeof name, "lwo_k_gemm_%s_%s", op == LWO_DTYPE_I8 ? "s8" : lwo__kname(op), small ? "s" : "l");
-        {
-            lwo_module *gm = NULL;
-            if ((r = lwo__gemm_module(ctx, op == LWO_DTYPE_I8 ? "s8" : lwo__kname(op), &gm)) != 0) return r;
-            if ((r = lwo__module_function(ctx, gm, name, &fn)) != 0) return r;
-        }
-        return lwo__launch_fn(ctx, cs, fn, (unsigned)gx, (unsigned)gy, 1, threads, 1, 1, smem, args, name);
-    } else {
-        int ak = lwo__gemm_kind(op), bk = ak;
-        uint64_t gx = (N + 15) / 16, gy = (M + 15) / 16;
-        void *args[15];
-        if (gy > 65535 || gx > 0x7fffffffu) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: M = %llu is more than one launch takes", (unsigned long long)M);
-        args[0] = &A; args[1] = &ak; args[2] = &lda; args[3] = &B; args[4] = &bk; args[5] = &kpad; args[6] = &M; args[7] = &N;
-        args[8] = &a_k; args[9] = &sa; args[10] = &sw; args[11] = &bias; args[12] = &bias_kind; args[13] = &y; args[14] = &out_kind;
-        return lwo__launch(ctx, cs, "lwo_k_gemm_simple", (unsigned)gx, (unsigned)gy, 256, 0, args);
-    }
 }
 
 /* What lwo_streaming_plan reserves for lwo_linear: the largest workspace of the weights' calls, and
@@ -4546,431 +4592,8 @@ LWO_DEF uint64_t lwo_weight_device_bytes(const lwo_weight_desc *d) {
     return b;
 }
 
-/* Points a streamable weight's tensors at where it is now readable (its slot, or resident storage). */
-static lwo_result lwo__weight_acquire(lwo_context *ctx, lwo__CUstream cs, lwo_weight *w) {
-    lwo__CUdeviceptr base = 0;
-    lwo_result r;
-    if (!w->item) return LWO_SUCCESS;
-    if ((r = lwo__item_acquire(ctx, w->item, cs, &base)) != 0) return r;
-    w->data->ptr = base + lwo__item_part_offset(w->item, 0);
-    if (w->bias) w->bias->ptr = base + lwo__item_part_offset(w->item, 1);
-    if (w->scales) w->scales->ptr = base + lwo__item_part_offset(w->item, 2);
-    return LWO_SUCCESS;
-}
-
-LWO_DEF lwo_result lwo_weight_acquire(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w, lwo_weight_info *out) {
-    lwo__CUstream cs = NULL;
-    lwo_result r;
-    LWO__ENTER(ctx);
-    if ((r = lwo__check_weight(ctx, w)) != 0) return r;
-    LWO__GET_STREAM(ctx, stream, cs);
-    if ((r = lwo__weight_acquire(ctx, cs, (lwo_weight *)w)) != 0) return r;
-    return out ? lwo_weight_get_info(ctx, w, out) : LWO_SUCCESS;
-}
-
-LWO_DEF lwo_result lwo_weight_release(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w) {
-    lwo__CUstream cs = NULL;
-    lwo_result r;
-    LWO__ENTER(ctx);
-    if ((r = lwo__check_weight(ctx, w)) != 0) return r;
-    LWO__GET_STREAM(ctx, stream, cs);
-    return w->item ? lwo__item_release(ctx, w->item, cs) : LWO_SUCCESS;
-}
-
-static lwo_result lwo__linear_run(lwo_context *ctx, lwo_stream *stream, const lwo_tensor *x, const lwo_weight *w,
-                                  const lwo_tensor *bias, lwo_tensor *y);
-
-LWO_DEF lwo_result lwo_linear(lwo_context *ctx, const lwo_linear_desc *d) {
-    lwo_stream *stream;
-    const lwo_tensor *x, *bias;
-    const lwo_weight *w;
-    lwo_tensor *y;
-    lwo_result r, r2;
-    LWO__ENTER(ctx);
-    if (!d) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: argument 'desc' is NULL");
-    stream = d->stream; x = d->x; w = d->w; bias = d->bias; y = d->y;
-    if ((r = lwo__check_weight(ctx, w)) != 0) return r;
-    if (!w->item) return lwo__linear_run(ctx, stream, x, w, bias, y);
-    if ((r = lwo_weight_acquire(ctx, stream, w, NULL)) != 0) return r;
-    r = lwo__linear_run(ctx, stream, x, w, bias, y);
-    if (r) {
-        char keep[LWO__ERROR_CAP];
-        memcpy(keep, ctx->error, sizeof keep); /* release starts afresh; keep the reason */
-        lwo_weight_release(ctx, stream, w);
-        memcpy(ctx->error, keep, sizeof keep);
-        return r;
-    }
-    r2 = lwo_weight_release(ctx, stream, w);
-    return r2;
-}
-
-/* The W8A8 chain: x [M, K] quantized per token into the workspace (q, then the f32 row scales at
-   ws + qbytes), then the GEMM into y [M, N]. The same code launches it, captures it and retargets a
-   graph of it (lwo__launch_fn and ctx->lsink), and runs each row chunk of a chunked call. */
-static lwo_result lwo__w8a8_chain(lwo_context *ctx, lwo__CUstream cs, lwo__CUdeviceptr x, lwo_dtype xt, uint64_t M,
-                                  const lwo_weight *w, lwo__CUdeviceptr ws, lwo__CUdeviceptr bp, int bias_kind,
-                                  lwo__CUdeviceptr y, lwo_dtype yt) {
-    int fp8 = w->format == LWO_FORMAT_FP8_E4M3_W8A8;
-    uint64_t K = w->cols, N = w->rows, Kp = w->kpad, qbytes = lwo__round_up(M * Kp, LWO__ALIGN);
-    lwo__CUdeviceptr sm = w->smooth ? w->smooth->ptr : 0, pm = w->perm ? w->perm->ptr : 0, q = ws, sa = ws + qbytes, sw = w->scales->ptr;
-    lwo_dtype op = fp8 ? LWO_DTYPE_F8_E4M3 : LWO_DTYPE_I8;
-    lwo_result r = lwo__rowq_launch(ctx, cs, x, xt, M, K, pm, sm, 0, w->hlog, fp8, q, Kp, sa);
-    if (r) return r;
-    return lwo__gemm(ctx, cs, op, q, Kp, Kp, w->data->ptr, Kp, M, N, sa, sw, bp, bias_kind < 0 ? 0 : bias_kind, y,
-                     lwo__gemm_kind(yt), 1);
-}
-
-/* Gives up on graphs for weight w after a failed capture or update (the call then runs plainly). */
-static void lwo__w8a8_graphs_off(lwo_context *ctx, lwo_weight *w, const char *why) {
-    lwo__log(ctx, LWO_LOG_INFO, "lwo_linear: no graphs for this %llu x %llu weight from now on: %s", (unsigned long long)w->rows,
-             (unsigned long long)w->cols, why);
-    lwo__weight_graphs_free(ctx, w);
-    w->graphs_off = 1;
-    ctx->stats.linear_graph_fallbacks++;
-    ctx->error[0] = 0;
-}
-
-/* lwo_linear of a W8A8 weight: through the weight's graph cache where it may be used, else plain. */
-static lwo_result lwo__w8a8_linear(lwo_context *ctx, lwo__CUstream cs, const lwo_tensor *x, const lwo_weight *cw,
-                                   lwo__CUdeviceptr ws, lwo__CUdeviceptr bp, int bias_kind, const lwo_tensor *y) {
-    lwo_weight *w = (lwo_weight *)cw;
-    uint64_t M = x->shape[0];
-    int nslots = lwo__graph_slots(ctx), i, capturing = 1, y16 = (y->ptr & 15u) == 0;
-    lwo__lgraph *g = NULL, *victim = NULL;
-    lwo__lsink sink;
-    lwo__CUresult rc;
-    lwo_result r;
-    /* no graphs: when off, for streamed weights (their acquire and release record events), for empty
-       products, and inside the caller's own capture (which must get the plain kernels) */
-    if (ctx->desc.graph_cache < 0 || w->graphs_off || w->item || M == 0 || w->rows == 0 ||
-        ctx->cu.cuStreamIsCapturing(cs, &capturing) != 0 || capturing != 0)
-        return lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype);
-    if (!w->graphs) {
-        w->graphs = (lwo__lgraph *)LWO_MALLOC((size_t)nslots * sizeof *w->graphs);
-        if (!w->graphs) { lwo__w8a8_graphs_off(ctx, w, "out of host memory"); return lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype); }
-        memset(w->graphs, 0, (size_t)nslots * sizeof *w->graphs);
-    }
-    for (i = 0; i < nslots; i++) {
-        lwo__lgraph *e = &w->graphs[i];
-        if (e->used && e->M == M && e->xdt == (int)x->dtype && e->ydt == (int)y->dtype && e->bias_kind == bias_kind && e->y16 == y16) { g = e; break; }
-        /* the slot a capture takes: a free one, else the least recently used */
-        if (!victim || (victim->used && (!e->used || e->stamp < victim->stamp))) victim = e;
-    }
-    if (g) { /* replay: point the nodes at this call's pointers */
-        g->nodes.update = 1; g->nodes.exec = g->exec; g->nodes.n = 0;
-        ctx->lsink = &g->nodes;
-        r = lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype);
-        ctx->lsink = NULL;
-        if (!r && g->nodes.n != g->nnodes) r = lwo__fail(ctx, LWO_ERROR_CUDA, "lwo_linear's graph has %d kernels; this call launched %d", g->nnodes, g->nodes.n);
-        if (!r && (rc = ctx->cu.cuGraphLaunch(g->exec, cs)) != 0) r = lwo__cuda_fail(ctx, rc, "cuGraphLaunch");
-        if (r) { lwo__w8a8_graphs_off(ctx, w, ctx->error); return lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype); }
-        g->stamp = ++w->graph_clock;
-        ctx->stats.linear_graph_hits++;
-        return LWO_SUCCESS;
-    }
-    /* First call at this key: run it plainly (which also loads every module and kernel it needs,
-       lazily loaded ones included, outside the capture), then capture the chain, instantiate and
-       launch it, so the graph writes the same result once more. A failed capture leaves the plain
-       result standing. */
-    if ((r = lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype)) != 0) return r;
-    if (victim->used) { lwo__lgraph_drop(ctx, victim); ctx->stats.linear_graph_evictions++; }
-    g = victim;
-    memset(&sink, 0, sizeof sink);
-    if ((rc = ctx->cu.cuStreamBeginCapture(cs, 2 /* relaxed: other streams and threads go on */)) != 0) {
-        lwo__cuda_fail(ctx, rc, "cuStreamBeginCapture");
-        lwo__w8a8_graphs_off(ctx, w, ctx->error);
-        return LWO_SUCCESS;
-    }
-    ctx->lsink = &sink;
-    r = lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype);
-    ctx->lsink = NULL;
-    rc = ctx->cu.cuStreamEndCapture(cs, &g->graph); /* always: the stream leaves capture mode */
-    if (!r && rc) r = lwo__cuda_fail(ctx, rc, "cuStreamEndCapture");
-    if (!r && (rc = ctx->cu.cuGraphInstantiateWithFlags(&g->exec, g->graph, 0)) != 0) r = lwo__cuda_fail(ctx, rc, "cuGraphInstantiateWithFlags");
-    g->used = 1; /* from here lwo__lgraph_drop frees what was made */
-    if (!r && (rc = ctx->cu.cuGraphLaunch(g->exec, cs)) != 0) r = lwo__cuda_fail(ctx, rc, "cuGraphLaunch");
-    /* a launch that failed enqueued nothing: the plain result stands */
-    if (r) { lwo__w8a8_graphs_off(ctx, w, ctx->error); return LWO_SUCCESS; }
-    g->M = M; g->xdt = (int)x->dtype; g->ydt = (int)y->dtype; g->bias_kind = bias_kind; g->y16 = y16;
-    g->nodes = sink;
-    g->nnodes = sink.n;
-    g->stamp = ++w->graph_clock;
-    ctx->stats.linear_graph_captures++;
-    return LWO_SUCCESS;
-}
-
-static lwo_result lwo__linear_run(lwo_context *ctx, lwo_stream *stream, const lwo_tensor *x, const lwo_weight *w,
-                                  const lwo_tensor *bias, lwo_tensor *y) {
-    lwo__CUstream cs;
-    lwo_result r;
-    uint64_t M, N, K, Kp, xrow, yrow;
-    lwo__CUdeviceptr bp = 0, ws = 0;
-    int bias_kind = 0, out_kind;
-    LWO__ENTER(ctx);
-    LWO__CHECK_TENSOR(ctx, x);
-    LWO__CHECK_TENSOR(ctx, y);
-    if (bias) LWO__CHECK_TENSOR(ctx, bias);
-    if ((r = lwo__check_weight(ctx, w)) != 0) return r;
-    LWO__GET_STREAM(ctx, stream, cs);
-    if (x->ndim != 2 || (x->dtype != LWO_DTYPE_BF16 && x->dtype != LWO_DTYPE_F16))
-        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: argument 'x' must be a 2-D bf16 or f16 tensor [M, K] (it is %dd %s)", x->ndim, lwo_dtype_name(x->dtype));
-    M = x->shape[0]; K = x->shape[1]; N = w->rows; Kp = w->kpad;
-    if (K != w->cols) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: 'x' has K = %llu columns; the weight has %llu", (unsigned long long)K, (unsigned long long)w->cols);
-    if (y->ndim != 2 || y->shape[0] != M || y->shape[1] != N || !lwo__is_float(y->dtype))
-        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: argument 'y' must be f32, f16 or bf16 [%llu, %llu]", (unsigned long long)M, (unsigned long long)N);
-    if ((w->format == LWO_FORMAT_BF16 && x->dtype != LWO_DTYPE_BF16) || (w->format == LWO_FORMAT_F16 && x->dtype != LWO_DTYPE_F16))
-        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: 'x' is %s but the weight is %s; they must match", lwo_dtype_name(x->dtype), lwo_format_name(w->format));
-    if (bias) {
-        if (!lwo__is_float(bias->dtype) || bias->numel != N)
-            return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: argument 'bias' must be f32, f16 or bf16 with %llu elements", (unsigned long long)N);
-        bp = bias->ptr; bias_kind = lwo__gemm_kind(bias->dtype);
-    } else if (w->bias) { bp = w->bias->ptr; bias_kind = 0; }
-    out_kind = lwo__gemm_kind(y->dtype);
-    xrow = K * lwo_dtype_size(x->dtype);
-    yrow = N * lwo_dtype_size(y->dtype);
-    if (M > 0x7fffffffu) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: M = %llu is more than one launch takes", (unsigned long long)M);
-    switch (w->format) {
-    case LWO_FORMAT_BF16: case LWO_FORMAT_F16: case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E5M2: {
-        int upcast = w->format == LWO_FORMAT_FP8_E4M3 || w->format == LWO_FORMAT_FP8_E5M2;
-        int pad = (K % 8) != 0 || !lwo__aligned16(x->ptr);
-        lwo__CUdeviceptr B = w->data->ptr, xpad = 0;
-        uint64_t rows = M, m0;
-        /* sized before anything is queued: growing synchronizes and allocates */
-        if ((upcast || pad) && (r = lwo__linear_space(ctx, w, M, pad, &ws, &rows)) != 0) return r;
-        if (upcast) {
-            if ((r = lwo__convert_launch(ctx, cs, w->data->ptr, w->data->dtype, ws, x->dtype, N * Kp, 1.0f, w->scales->ptr, "lwo_k_convert")) != 0) return r;
-            B = ws;
-            xpad = ws + lwo__round_up(N * Kp * 2, LWO__ALIGN);
-        } else xpad = ws;
-        for (m0 = 0; m0 < M; m0 += rows) {
-            uint64_t mc = M - m0 < rows ? M - m0 : rows, lda = K;
-            lwo__CUdeviceptr A = x->ptr + m0 * xrow;
-            if (pad) {
-                if ((r = lwo__pad_launch(ctx, cs, A, x->dtype, mc, K, 0, xpad, x->dtype, Kp)) != 0) return r;
-                A = xpad;
-                lda = Kp;
-            }
-            if ((r = lwo__gemm(ctx, cs, x->dtype, A, lda, lda, B, Kp, mc, N, 0, 0, bp, bias_kind, y->ptr + m0 * yrow, out_kind, ws != 0)) != 0) return r;
-        }
-        return LWO_SUCCESS;
-    }
-    case LWO_FORMAT_INT8: case LWO_FORMAT_FP8_E4M3_W8A8: {
-        uint64_t rows, m0;
-        int kind = bias ? bias_kind : (w->bias ? 0 : -1);
-        if ((r = lwo__linear_space(ctx, w, M, 0, &ws, &rows)) != 0) return r;
-        if (rows == M) return lwo__w8a8_linear(ctx, cs, x, w, ws, bp, kind, y);
-        for (m0 = 0; m0 < M; m0 += rows) {   /* chunked: plain launches, no graph */
-            uint64_t mc = M - m0 < rows ? M - m0 : rows;
-            if ((r = lwo__w8a8_chain(ctx, cs, x->ptr + m0 * xrow, x->dtype, mc, w, ws, bp, kind, y->ptr + m0 * yrow, y->dtype)) != 0) return r;
-        }
-        return LWO_SUCCESS;
-    }
-    default: return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: the weight has an invalid format");
-    }
-}
-
-/* ---- context lifetime ---- */
-static void lwo__engine_free(lwo_context *ctx); /* section 8 */
-LWO_DEF const char *lwo_result_string(lwo_result r) {
-    static const char *const names[LWO_RESULT_COUNT] = {
-        "LWO_SUCCESS", "LWO_ERROR_INVALID_ARGUMENT", "LWO_ERROR_OUT_OF_HOST_MEMORY", "LWO_ERROR_NO_DRIVER",
-        "LWO_ERROR_STUB_DRIVER", "LWO_ERROR_DRIVER_SYMBOL", "LWO_ERROR_NO_DEVICE", "LWO_ERROR_NO_NVRTC",
-        "LWO_ERROR_COMPILE", "LWO_ERROR_OUT_OF_BUDGET", "LWO_ERROR_OUT_OF_DEVICE_MEMORY", "LWO_ERROR_BAD_FILE",
-        "LWO_ERROR_IO", "LWO_ERROR_UNSUPPORTED", "LWO_ERROR_NOT_FOUND", "LWO_ERROR_CUDA",
-    };
-    return (r >= 0 && r < LWO_RESULT_COUNT) ? names[r] : "LWO_ERROR_UNKNOWN";
-}
-
-LWO_DEF const char *lwo_last_error(const lwo_context *ctx) {
-    if (!ctx) return "no context (lwo_create could not allocate one, or NULL was passed)";
-    if (ctx->magic != LWO__MAGIC_CTX) return "not a live lwo_context";
-    return ctx->error;
-}
-
-/* All defaults are resolved here, once; the rest of the code never tests for zero. */
-static lwo_result lwo__desc_defaults(lwo_context *ctx, const lwo_desc *in) {
-    char buf[4096];
-    ctx->desc = *in;
-    if (ctx->desc.log_level == 0) ctx->desc.log_level = LWO_LOG_WARN;
-    ctx->driver_path = lwo__strdup(in->driver_path ? in->driver_path : LWO__DRIVER_DEFAULT);
-    ctx->nvrtc_path = in->nvrtc_path ? lwo__strdup(in->nvrtc_path) : NULL;
-    buf[0] = 0;
-    if (in->cache_dir) snprintf(buf, sizeof buf, "%s", in->cache_dir);
-    else if (!lwo__env("LWO_CACHE_DIR", buf, sizeof buf) && !lwo__default_cache_dir(buf, sizeof buf)) buf[0] = 0;
-    ctx->cache_dir = (buf[0] && strcmp(buf, "-") != 0) ? lwo__strdup(buf) : NULL;
-    if (!ctx->driver_path || (in->nvrtc_path && !ctx->nvrtc_path) || (buf[0] && strcmp(buf, "-") && !ctx->cache_dir))
-        return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-    if (ctx->desc.pinned_cap == 0) {
-        uint64_t ram = lwo__phys_ram();
-        ctx->desc.pinned_cap = ram ? ram / 2 : (uint64_t)8 << 30;
-    }
-    ctx->desc.driver_path = ctx->driver_path;
-    ctx->desc.nvrtc_path = ctx->nvrtc_path;
-    ctx->desc.cache_dir = ctx->cache_dir;
-    return LWO_SUCCESS;
-}
-
-#define LWO__MIB ((uint64_t)1 << 20)
-
-static lwo_result lwo__create_gpu(lwo_context *ctx) {
-    double t0 = lwo__now_ms(), t;
-    int count = 0, v;
-    size_t freeb = 0, totalb = 0;
-    lwo__CUresult rc;
-    lwo_result r;
-    const char *parts[sizeof lwo__kernel_source_parts / sizeof *lwo__kernel_source_parts];
-    static const char *const kopts[] = { "--fmad=false", NULL };
-    size_t i;
-
-    r = lwo__driver_load(&ctx->cu, ctx->driver_path, ctx->error, sizeof ctx->error);
-    if (r) return r;
-    ctx->times.load_driver_ms = lwo__now_ms() - t0;
-    t = lwo__now_ms();
-    rc = ctx->cu.cuInit(0);
-    ctx->times.cu_init_ms = lwo__now_ms() - t;
-    if (rc == LWO__CUDA_ERROR_STUB_LIBRARY) return lwo__fail(ctx, LWO_ERROR_STUB_DRIVER, "'%s' is the CUDA toolkit's stub libcuda, not a driver", ctx->driver_path);
-    if (rc == LWO__CUDA_ERROR_NO_DEVICE) return lwo__fail(ctx, LWO_ERROR_NO_DEVICE, "cuInit: the driver found no CUDA device");
-    if (rc) return lwo__cuda_fail(ctx, rc, "cuInit");
-    ctx->cu.cuDriverGetVersion(&ctx->info.driver_version);
-    LWO__CU(ctx, cuDeviceGetCount(&count));
-    if (ctx->desc.device < 0 || ctx->desc.device >= count)
-        return lwo__fail(ctx, LWO_ERROR_NO_DEVICE, "lwo_desc.device is %d but the driver sees %d CUDA device(s)", ctx->desc.device, count);
-    LWO__CU(ctx, cuDeviceGet(&ctx->dev, ctx->desc.device));
-
-    t = lwo__now_ms();
-    if (ctx->desc.cu_context) {
-        ctx->cuctx = (lwo__CUcontext)ctx->desc.cu_context;
-    } else {
-        LWO__CU(ctx, cuDevicePrimaryCtxRetain(&ctx->cuctx, ctx->dev));
-        ctx->own_ctx = 1;
-    }
-    LWO__CU(ctx, cuCtxSetCurrent(ctx->cuctx));
-    ctx->times.context_ms = lwo__now_ms() - t;
-
-    LWO__CU(ctx, cuDeviceGetName(ctx->info.name, (int)sizeof ctx->info.name, ctx->dev));
-    LWO__CU(ctx, cuDeviceGetAttribute(&ctx->info.cc_major, LWO__CU_ATTR_CC_MAJOR, ctx->dev));
-    LWO__CU(ctx, cuDeviceGetAttribute(&ctx->info.cc_minor, LWO__CU_ATTR_CC_MINOR, ctx->dev));
-    LWO__CU(ctx, cuDeviceGetAttribute(&ctx->info.sm_count, LWO__CU_ATTR_SM_COUNT, ctx->dev));
-    LWO__CU(ctx, cuDeviceGetAttribute(&v, LWO__CU_ATTR_MAX_SMEM_OPTIN, ctx->dev));
-    ctx->info.max_smem_per_block = v;
-    LWO__CU(ctx, cuMemGetInfo(&freeb, &totalb));
-    ctx->info.total_memory = totalb;
-    ctx->info.free_memory_at_create = freeb;
-    lwo__arch_name(ctx->info.cc_major, ctx->info.cc_minor, ctx->info.arch, sizeof ctx->info.arch);
-    if (ctx->info.cc_major * 10 + ctx->info.cc_minor < 75)
-        return lwo__fail(ctx, LWO_ERROR_UNSUPPORTED, "%s has compute capability %d.%d; lwo needs 7.5 or newer", ctx->info.name, ctx->info.cc_major, ctx->info.cc_minor);
-
-    if (ctx->desc.cu_stream) {
-        ctx->compute = (lwo__CUstream)ctx->desc.cu_stream;
-    } else {
-        LWO__CU(ctx, cuStreamCreate(&ctx->compute, LWO__CU_STREAM_NON_BLOCKING));
-        ctx->own_stream = 1;
-    }
-
-    t = lwo__now_ms();
-    if (ctx->desc.vram_budget == 0) {
-        uint64_t b = (uint64_t)((double)freeb * 0.9);
-        b = b > 256 * LWO__MIB ? b - 256 * LWO__MIB : 0;
-        ctx->desc.vram_budget = b / (2 * LWO__MIB) * (2 * LWO__MIB);
-    }
-    if (ctx->desc.vram_budget < LWO__MIB)
-        return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET, "a VRAM budget of %llu bytes is below lwo's minimum of 1 MiB", (unsigned long long)ctx->desc.vram_budget);
-    if (ctx->desc.vram_budget > freeb)
-        return lwo__fail(ctx, LWO_ERROR_OUT_OF_DEVICE_MEMORY, "lwo_desc.vram_budget is %llu bytes but %s has only %llu free",
-                         (unsigned long long)ctx->desc.vram_budget, ctx->info.name, (unsigned long long)freeb);
-    rc = ctx->cu.cuMemAlloc(&ctx->arena, (size_t)ctx->desc.vram_budget);
-    if (rc) return lwo__cuda_fail(ctx, rc, "cuMemAlloc of the arena (lwo_desc.vram_budget)");
-    ctx->arena_size = ctx->desc.vram_budget;
-    ctx->free_list = (lwo__block *)LWO_MALLOC(16 * sizeof *ctx->free_list);
-    if (!ctx->free_list) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-    ctx->capfree = 16;
-    ctx->nfree = 1;
-    ctx->free_list[0].off = 0;
-    ctx->free_list[0].size = ctx->arena_size;
-    {
-        uint64_t off, size;
-        if ((r = lwo__arena_alloc(ctx, LWO__ALIGN, &off, &size, "lwo's scratch")) != 0) return r;
-        ctx->scratch = ctx->arena + off;
-    }
-    ctx->times.arena_ms = lwo__now_ms() - t;
-
-    t = lwo__now_ms();
-    for (i = 0; i < sizeof parts / sizeof *parts; i++) parts[i] = lwo__kernel_source_parts[i];
-    r = lwo__module_build(ctx, parts, sizeof parts / sizeof *parts, "lwo_kernels.cu", kopts, &ctx->kernels);
-    if (r) return r;
-    ctx->times.module_ms = lwo__now_ms() - t;
-    ctx->times.module_from_cache = ctx->kernels->from_cache;
-    lwo__log(ctx, LWO_LOG_INFO, "%s (%s, %d SMs), kernels %s in %.1f ms", ctx->info.name, ctx->info.arch, ctx->info.sm_count,
-             ctx->kernels->from_cache ? "from cache" : "compiled", ctx->times.module_ms);
-    return LWO_SUCCESS;
-}
-
-LWO_DEF lwo_result lwo_create(const lwo_desc *desc, lwo_context **out) {
-    lwo_context *ctx;
-    lwo_result r;
-    double t0 = lwo__now_ms();
-    lwo_desc zero;
-    if (!out) return LWO_ERROR_INVALID_ARGUMENT;
-    *out = NULL;
-    ctx = (lwo_context *)LWO_MALLOC(sizeof *ctx);
-    if (!ctx) return LWO_ERROR_OUT_OF_HOST_MEMORY;
-    memset(ctx, 0, sizeof *ctx);
-    ctx->magic = LWO__MAGIC_CTX;
-    *out = ctx;
-    memset(&zero, 0, sizeof zero);
-    if ((r = lwo__desc_defaults(ctx, desc ? desc : &zero)) != 0) return r;
-    r = lwo__create_gpu(ctx);
-    ctx->times.total_ms = lwo__now_ms() - t0;
-    if (r) {
-        if (!ctx->error[0]) snprintf(ctx->error, sizeof ctx->error, "%s", lwo_result_string(r));
-        lwo__log(ctx, LWO_LOG_ERROR, "lwo_create: %s", ctx->error);
-        return r;
-    }
-    ctx->ok = 1;
-    return LWO_SUCCESS;
-}
-
-LWO_DEF void lwo_destroy(lwo_context *ctx) {
-    if (!ctx || ctx->magic != LWO__MAGIC_CTX) return;
-    if (ctx->cu.cuCtxSetCurrent && ctx->cuctx) {
-        ctx->cu.cuCtxSetCurrent(ctx->cuctx);
-        if (ctx->compute) ctx->cu.cuStreamSynchronize(ctx->compute);
-    }
-    while (ctx->weights) lwo_weight_destroy(ctx, ctx->weights);
-    while (ctx->tensors) lwo__tensor_free(ctx, ctx->tensors);
-    while (ctx->streams) lwo_stream_destroy(ctx, ctx->streams);
-    while (ctx->events) lwo_event_destroy(ctx, ctx->events);
-    while (ctx->modules) lwo_module_destroy(ctx, ctx->modules);
-    lwo__engine_free(ctx);
-    while (ctx->host_blocks) lwo_host_free(ctx, ctx->host_blocks->p);
-    if (ctx->kernels) lwo__module_free(ctx, ctx->kernels);
-    {
-        int v;
-        for (v = 0; v < 4; v++) if (ctx->gemm_modules[v]) lwo__module_free(ctx, ctx->gemm_modules[v]);
-    }
-    if (ctx->arena) ctx->cu.cuMemFree(ctx->arena);
-    if (ctx->own_stream && ctx->compute) ctx->cu.cuStreamDestroy(ctx->compute);
-    if (ctx->own_ctx) ctx->cu.cuDevicePrimaryCtxRelease(ctx->dev);
-    lwo__nvrtc_unload(&ctx->nvrtc);
-    lwo__driver_unload(&ctx->cu);
-    LWO_FREE(ctx->free_list);
-    LWO_FREE(ctx->cache_dir);
-    LWO_FREE(ctx->nvrtc_path);
-    LWO_FREE(ctx->driver_path);
-    ctx->magic = 0;
-    LWO_FREE(ctx);
-}
-
-LWO_DEF lwo_result lwo_context_get_info(lwo_context *ctx, lwo_context_info *out) {
-    LWO__ENTER(ctx);
-    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
-    out->device = ctx->info;
-    out->startup = ctx->times;
-    lwo__memory_stats(ctx, &out->memory);
-    return LWO_SUCCESS;
-}
-
-/* ==== 8. Streaming engine ==================================================================== */
+/* ==== 10. Streaming ========================================================================== */
+/* The planner, then the engine: the staging ring, the offload streams, the protocol, passes. */
 /* The planner. Streamed bytes per pass are what the time of an offloaded pass is made of, so the
    plan keeps as many bytes resident as fit; the ring's slot size is set by the largest streamed
    weight, so each candidate slot size (each distinct weight size, largest first) is tried: every
@@ -5378,7 +5001,6 @@ LWO_DEF void lwo_plan_destroy(lwo_plan *plan) {
     memset(plan, 0, sizeof *plan);
 }
 
-
 /* The engine. An item is what streams: up to three byte ranges of host memory (weight, then bias,
    then scales: the weight first, so the largest transfer starts soonest) laid out at fixed offsets
    in device memory. A resident item has its own arena storage; a streamed one lives in the ring
@@ -5399,23 +5021,6 @@ LWO_DEF void lwo_plan_destroy(lwo_plan *plan) {
    - the ring is filled in use order, so transfers run as far ahead as it has room; a prefetch
      never overwrites a weight fetched for a use still to come, or one acquired. */
 #define LWO__MAX_OFFLOAD 8
-#define LWO__PARTS 3
-
-struct lwo__item {
-    const void *host[LWO__PARTS];
-    uint64_t bytes[LWO__PARTS], offset[LWO__PARTS];
-    uint64_t total;        /* device bytes, parts at 256-byte aligned offsets */
-    int force;             /* 0 auto, 1 resident, 2 streamed */
-    int joined;            /* parts from this one on lie in one host block as on the device (3: none) */
-    int resident;
-    lwo__CUdeviceptr dev;  /* resident storage, or its place in the ring while it has one */
-    uint64_t arena_off, arena_size;
-    int fill;              /* index of its fill in the ring, -1 when in none */
-    int acquired;
-    int dead;              /* its weight was destroyed; the id stays so the order stays valid */
-    uint32_t id;
-};
-
 /* Ring bytes [off, off + size) hold item `item`. With item -1 the fill is a remnant: its weight was
    destroyed, or a later fill overwrote part of it. Its bytes stay taken, so the next writer there
    still waits for their last reader and their transfer. */
@@ -5439,8 +5044,6 @@ typedef struct lwo__mark { size_t pre, post, pos, uses; } lwo__mark;
 typedef struct lwo__xfer { size_t start, end; uint64_t bytes; double s, e; /* ms, when read */ } lwo__xfer;
 
 typedef struct lwo__engine {
-    lwo__item **items;
-    size_t nitems, capitems;
     lwo__CUdeviceptr ring;
     uint64_t ring_bytes, slot_bytes, ring_arena_off, ring_arena_size;
     uint64_t head;         /* where the next fill goes when it fits before the end */
@@ -5498,10 +5101,6 @@ typedef struct lwo__engine {
     uint64_t cap_bytes0, cap_transfers0; /* stats when the open capture began */
 } lwo__engine;
 
-/* bytes, transfers: what one launch moves (stats count them per launch, not at capture) */
-struct lwo_graph { uint32_t magic; lwo_context *ctx; lwo__CUgraph graph; lwo__CUgraphExec exec; uint64_t bytes, transfers; };
-#define LWO__MAGIC_GRAPH 0x6c776f47u
-
 static lwo_result lwo__engine_get(lwo_context *ctx, lwo__engine **out) {
     lwo__engine *e = ctx->engine;
     int i;
@@ -5525,11 +5124,11 @@ static lwo_result lwo__engine_get(lwo_context *ctx, lwo__engine **out) {
 
 /* Forgets what the ring holds (after a capture, whose transfers did not run, or a graph launch):
    the next use fetches again. */
-static void lwo__engine_forget_ring(lwo__engine *e) {
+static void lwo__engine_forget_ring(lwo_context *ctx, lwo__engine *e) {
     int i;
     for (i = 0; i < e->nfills; i++) {
         lwo__fill *f = &e->fills[i];
-        if (f->live && f->item >= 0) { e->items[f->item]->fill = -1; e->items[f->item]->dev = 0; }
+        if (f->live && f->item >= 0) { ctx->items[f->item]->fill = -1; ctx->items[f->item]->dev = 0; }
         f->live = 0;
     }
     e->head = 0;
@@ -5538,7 +5137,7 @@ static void lwo__engine_forget_ring(lwo__engine *e) {
 
 static void lwo__engine_free_ring(lwo_context *ctx, lwo__engine *e) {
     int i;
-    lwo__engine_forget_ring(e);
+    lwo__engine_forget_ring(ctx, e);
     for (i = 0; i < e->nfills; i++) {
         if (e->fills[i].ready) ctx->cu.cuEventDestroy(e->fills[i].ready);
         if (e->fills[i].consumed) ctx->cu.cuEventDestroy(e->fills[i].consumed);
@@ -5558,7 +5157,6 @@ static void lwo__engine_free(lwo_context *ctx) {
     if (!e) return;
     for (k = 0; k < e->nstreams; k++) if (e->streams[k]) ctx->cu.cuStreamSynchronize(e->streams[k]);
     lwo__engine_free_ring(ctx, e);
-    for (i = 0; i < e->nitems; i++) LWO_FREE(e->items[i]);
     for (k = 0; k < e->nstreams; k++) if (e->streams[k]) ctx->cu.cuStreamDestroy(e->streams[k]);
     if (e->fork) ctx->cu.cuEventDestroy(e->fork);
     if (e->graph_done) ctx->cu.cuEventDestroy(e->graph_done);
@@ -5570,47 +5168,10 @@ static void lwo__engine_free(lwo_context *ctx) {
     LWO_FREE(e->use_least);
     LWO_FREE(e->pass_ms);
     for (k = 0; k < 2; k++) if (e->pass_ev[k]) ctx->cu.cuEventDestroy(e->pass_ev[k]);
-    LWO_FREE(e->items); LWO_FREE(e->order); LWO_FREE(e->learning);
+    LWO_FREE(e->order); LWO_FREE(e->learning);
     LWO_FREE(e);
     ctx->engine = NULL;
 }
-
-/* Registers host byte ranges as one streamable item (the weight code calls this). force: 0 let
-   the plan decide, 1 always resident, 2 always streamed. The host memory must outlive the item. */
-static lwo_result lwo__item_create(lwo_context *ctx, const void *const host[LWO__PARTS], const uint64_t bytes[LWO__PARTS],
-                                   int force, lwo__item **out) {
-    lwo__engine *e;
-    lwo__item *it;
-    lwo_result r;
-    int p;
-    if ((r = lwo__engine_get(ctx, &e)) != 0) return r;
-    it = (lwo__item *)LWO_MALLOC(sizeof *it);
-    if (!it) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-    memset(it, 0, sizeof *it);
-    for (p = 0; p < LWO__PARTS; p++) {
-        it->host[p] = host[p];
-        it->bytes[p] = host[p] ? bytes[p] : 0;
-        it->offset[p] = it->total;
-        it->total += (it->bytes[p] + LWO__ALIGN - 1) / LWO__ALIGN * LWO__ALIGN;
-    }
-    it->force = force;
-    it->joined = LWO__PARTS;
-    it->fill = -1;
-    if (e->nitems == e->capitems) {
-        size_t cap = e->capitems * 2 + 64;
-        lwo__item **ni = (lwo__item **)LWO_REALLOC(e->items, cap * sizeof *ni);
-        if (!ni) { LWO_FREE(it); return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory"); }
-        e->items = ni;
-        e->capitems = cap;
-    }
-    it->id = (uint32_t)e->nitems;
-    e->items[e->nitems++] = it;
-    *out = it;
-    return LWO_SUCCESS;
-}
-
-/* Says that the item's parts from `first` on lie in one host block laid out as on the device. */
-static void lwo__item_join_parts(lwo__item *it, int first) { it->joined = first; }
 
 /* Copies an item's parts into device memory at dst, on stream s, weight bytes first. Parts whose
    host bytes lie as they will on the device travel in one copy: a small copy costs about as much
@@ -5685,7 +5246,7 @@ static void lwo__engine_harvest(lwo_context *ctx, lwo__engine *e, int wait, size
     float ms;
     int k;
     size_t read = 0;
-    if (wait && e->capturing) wait = 0;   /* a capturing stream cannot be synchronized */
+    if (wait && ctx->capturing) wait = 0;   /* a capturing stream cannot be synchronized */
     if (wait) {
         ctx->cu.cuStreamSynchronize(ctx->compute);
         for (k = 0; k < e->nstreams; k++) ctx->cu.cuStreamSynchronize(e->streams[k]);   /* prefetches no use waited for yet */
@@ -5826,7 +5387,7 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, const lwo_streaming_desc
     if (!desc) { memset(&zero, 0, sizeof zero); desc = &zero; }
     if ((r = lwo__engine_get(ctx, &e)) != 0) return r;
     if (e->in_pass) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_streaming_plan inside a pass: end it first (lwo_pass_end, or lwo_pass_abort after a failed call)");
-    if (e->capturing) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_streaming_plan inside a graph capture");
+    if (ctx->capturing) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_streaming_plan inside a graph capture");
     LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
     for (k = 0; k < e->nstreams; k++) LWO__CU(ctx, cuStreamSynchronize(e->streams[k]));
     /* start from nothing placed: resident storage, the ring, lwo_linear's workspace and the split
@@ -5834,8 +5395,8 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, const lwo_streaming_desc
        sits between the last plan's blocks, and would split the room this plan counts on) */
     ctx->planned = 0;
     lwo__engine_free_ring(ctx, e);
-    for (i = 0; i < e->nitems; i++) {
-        lwo__item *it = e->items[i];
+    for (i = 0; i < ctx->nitems; i++) {
+        lwo__item *it = ctx->items[i];
         if (it->arena_size) { lwo__arena_free(ctx, it->arena_off, it->arena_size); it->arena_size = 0; }
         it->resident = 0; it->dev = 0;
     }
@@ -5856,13 +5417,13 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, const lwo_streaming_desc
     }
     rv.ws = lwo__round_up(rv.ws, LWO__ALIGN);
     reserve = rv.ws + rv.split + lwo__round_up(desc->free_bytes, LWO__ALIGN) + 64 * LWO__ALIGN; /* allocator rounding headroom */
-    n = e->nitems;
+    n = ctx->nitems;
     sizes = (uint64_t *)LWO_MALLOC((n + 1) * (sizeof *sizes + 1));
     if (!sizes) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     must = (uint8_t *)(sizes + n + 1);
     /* forced-resident items are placed first; the plan divides what is left among the others */
     for (i = 0; i < n; i++) {
-        lwo__item *it = e->items[i];
+        lwo__item *it = ctx->items[i];
         sizes[i] = (it->force == 1 || it->dead) ? 0 : it->total;
         must[i] = it->force == 2;
         if (it->force == 1 && !it->dead) forced += it->total;
@@ -5928,7 +5489,7 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, const lwo_streaming_desc
     /* the resident uploads, timed: the host-to-device rate a later plan is timed with */
     if ((r = lwo__engine_reserve(ctx, e, 2)) != 0 || (r = lwo__engine_event(ctx, e, ctx->compute, &ev0)) != 0) { lwo_plan_destroy(&plan); return r; }
     for (i = 0; i < n; i++) {
-        lwo__item *it = e->items[i];
+        lwo__item *it = ctx->items[i];
         if (it->dead || (it->force != 1 && !plan.resident[i])) continue;
         r = lwo__arena_alloc(ctx, it->total, &it->arena_off, &it->arena_size, "a resident weight");
         /* the arena's free room is split (tensors made between plans): a weight the slots can
@@ -5980,15 +5541,21 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, const lwo_streaming_desc
     return LWO_SUCCESS;
 }
 
+/* The item a fill holds, or NULL when the fill is a remnant: a later fill overwrote part of it, or
+   its weight was destroyed. */
+static lwo__item *lwo__fill_item(const lwo_context *ctx, const lwo__fill *f) {
+    return f->item >= 0 && !ctx->items[f->item]->dead ? ctx->items[f->item] : NULL;
+}
 /* Whether ring bytes [off, off + size) may be overwritten now: no fill there is acquired, and for
    a prefetch none holds a weight fetched for a use still to come. */
-static int lwo__ring_free_at(const lwo__engine *e, uint64_t off, uint64_t size, int prefetch) {
+static int lwo__ring_free_at(const lwo_context *ctx, const lwo__engine *e, uint64_t off, uint64_t size, int prefetch) {
     int i;
     if (off + size > e->ring_bytes || off / e->slot_bytes != (off + size - 1) / e->slot_bytes) return 0;
     for (i = 0; i < e->nfills; i++) {
         const lwo__fill *f = &e->fills[i];
-        if (!f->live || f->off >= off + size || off >= f->off + f->size || f->item < 0) continue;
-        if (e->items[f->item]->acquired || (prefetch && f->pending)) return 0;
+        const lwo__item *held;
+        if (!f->live || f->off >= off + size || off >= f->off + f->size || !(held = lwo__fill_item(ctx, f))) continue;
+        if (held->acquired || (prefetch && f->pending)) return 0;
     }
     return 1;
 }
@@ -6011,7 +5578,7 @@ static lwo_result lwo__item_fill(lwo_context *ctx, lwo__engine *e, lwo__item *it
                          (unsigned long long)size, (unsigned long long)S);
     if (off % S + size > S) off = (off / S + 1) * S;
     if (off + size > e->ring_bytes) off = 0;
-    if (!lwo__ring_free_at(e, off, size, prefetch)) {
+    if (!lwo__ring_free_at(ctx, e, off, size, prefetch)) {
         int j = -1;
         if (prefetch) return LWO_SUCCESS;
         /* the head is blocked by an acquired weight: a slot's start, or the end of some fill */
@@ -6019,19 +5586,19 @@ static lwo_result lwo__item_fill(lwo_context *ctx, lwo__engine *e, lwo__item *it
             if (i < (int)(e->ring_bytes / S)) off = (uint64_t)i * S;
             else if (e->fills[(j = i - (int)(e->ring_bytes / S))].live) off = e->fills[j].off + e->fills[j].size;
             else continue;
-            if (lwo__ring_free_at(e, off, size, 0)) break;
+            if (lwo__ring_free_at(ctx, e, off, size, 0)) break;
         }
         if (i == e->nfills + (int)(e->ring_bytes / S))
             return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET, "the %llu-byte staging ring has no room for a weight of %llu bytes beside the weights still acquired: release one first, or raise the budget",
                              (unsigned long long)e->ring_bytes, (unsigned long long)size);
     }
-    if (!e->capturing && (r = lwo__engine_reserve(ctx, e, 2)) != 0) return r;   /* the copy's timing events */
+    if (!ctx->capturing && (r = lwo__engine_reserve(ctx, e, 2)) != 0) return r;   /* the copy's timing events */
     k = (int)(e->fill_counter % (uint64_t)e->nstreams);
     st = e->streams[k];
     /* inside a capture the offload stream joins the graph by waiting on the capturing stream, once:
        its later transfers then depend only on what they wait for (joining at every fill would tie
        each transfer to the compute stream's position when the host issued it) */
-    if (e->capturing && !e->joined[k]) {
+    if (ctx->capturing && !e->joined[k]) {
         LWO__CU(ctx, cuEventRecord(e->fork, ctx->compute));
         LWO__CU(ctx, cuStreamWaitEvent(st, e->fork, 0));
         e->joined[k] = 1;
@@ -6045,10 +5612,10 @@ static lwo_result lwo__item_fill(lwo_context *ctx, lwo__engine *e, lwo__item *it
         lwo__fill *o = &e->fills[i];
         uint64_t end = o->off + o->size;
         if (!o->live) { if (rec < 0) rec = i; continue; }
-        if (o->off >= off + size || off >= end) { live += o->item >= 0; continue; }
+        if (o->off >= off + size || off >= end) { live += lwo__fill_item(ctx, o) != NULL; continue; }
         if (o->consumed_valid && !e->test_skip_consumed_wait) LWO__CU(ctx, cuStreamWaitEvent(st, o->consumed, 0));
         LWO__CU(ctx, cuStreamWaitEvent(st, o->ready, 0));
-        if (o->item >= 0) { e->items[o->item]->fill = -1; e->items[o->item]->dev = 0; }
+        if (o->item >= 0) { ctx->items[o->item]->fill = -1; ctx->items[o->item]->dev = 0; }
         o->item = -1;
         o->pending = 0;
         if (o->off >= off && end <= off + size) { o->live = 0; if (rec < 0) rec = i; continue; }
@@ -6069,7 +5636,7 @@ static lwo_result lwo__item_fill(lwo_context *ctx, lwo__engine *e, lwo__item *it
     f = &e->fills[rec];
     if (!f->ready) LWO__CU(ctx, cuEventCreate(&f->ready, LWO__CU_EVENT_DISABLE_TIMING));
     if (!f->consumed) LWO__CU(ctx, cuEventCreate(&f->consumed, LWO__CU_EVENT_DISABLE_TIMING));
-    if (e->capturing) {
+    if (ctx->capturing) {
         if ((r = lwo__item_upload(ctx, it, e->ring + off, st)) != 0) return r;
     } else {   /* timed: the copies' rate (lwo__engine_harvest) */
         size_t t0 = 0, t1 = 0;
@@ -6093,25 +5660,12 @@ static lwo_result lwo__item_fill(lwo_context *ctx, lwo__engine *e, lwo__item *it
     return LWO_SUCCESS;
 }
 
-/* Makes item it readable by kernels enqueued next on the compute stream; returns its device base. */
-static uint64_t lwo__item_part_offset(const lwo__item *it, int part) { return it->offset[part]; }
-
-/* Its weight is gone: the item keeps its id (the learned order refers to it) but holds nothing. */
-static void lwo__item_kill(lwo_context *ctx, lwo__item *it) {
-    lwo__engine *e = ctx->engine;
-    int p;
-    if (it->fill >= 0 && e) e->fills[it->fill].item = -1; /* its bytes stay taken until overwritten */
-    if (it->arena_size) lwo__arena_free(ctx, it->arena_off, it->arena_size);
-    for (p = 0; p < LWO__PARTS; p++) { it->host[p] = NULL; it->bytes[p] = 0; }
-    it->total = 0; it->arena_size = 0; it->fill = -1; it->dev = 0; it->resident = 0; it->acquired = 0;
-    it->dead = 1;
-}
-
 static lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUstream cs, lwo__CUdeviceptr *dev) {
-    lwo__engine *e = ctx->engine;
+    lwo__engine *e;
     lwo_result r;
     size_t k, pos = LWO__MARK_NONE, pre = 0, post = 0;
     int placed;
+    if ((r = lwo__engine_get(ctx, &e)) != 0) return r;
     /* the order covers resident weights too, so a pass that reorders them is seen */
     if (e->in_pass) {
         if (!e->order_known) {
@@ -6158,8 +5712,8 @@ static lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUstre
         uint64_t ahead = it->resident ? 0 : it->total;
         while (seen < e->norder) {
             lwo__item *nx;
-            if (look >= e->norder) { if (e->capturing) break; look = 0; }
-            nx = e->items[e->order[look++]];
+            if (look >= e->norder) { if (ctx->capturing) break; look = 0; }
+            nx = ctx->items[e->order[look++]];
             seen++;
             if (nx->resident || nx->dead || nx == it) continue;
             if ((ahead += nx->total) > e->ring_bytes) break;
@@ -6170,7 +5724,7 @@ static lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUstre
     }
     /* the marks time the wait, and in a pass the compute that follows this use (the planner's
        profile); a capture records none */
-    if (e->capturing) {
+    if (ctx->capturing) {
         if (!it->resident && !e->test_skip_ready_wait) LWO__CU(ctx, cuStreamWaitEvent(cs, e->fills[it->fill].ready, 0));
     } else if (it->resident) {
         if (e->in_pass) {
@@ -6190,7 +5744,8 @@ static lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUstre
 static lwo_result lwo__item_release(lwo_context *ctx, lwo__item *it, lwo__CUstream cs) {
     lwo__engine *e = ctx->engine;
     it->acquired = 0;
-    if (!e->capturing) lwo__engine_harvest(ctx, e, 0, LWO__HARVEST_BUDGET);   /* the use's kernels are queued: the GPU is busy */
+    if (!e) return LWO_SUCCESS;   /* nothing was ever acquired */
+    if (!ctx->capturing) lwo__engine_harvest(ctx, e, 0, LWO__HARVEST_BUDGET);   /* the use's kernels are queued: the GPU is busy */
     if (it->resident || it->fill < 0) return LWO_SUCCESS;
     LWO__CU(ctx, cuEventRecord(e->fills[it->fill].consumed, cs));
     e->fills[it->fill].consumed_valid = 1;
@@ -6207,7 +5762,7 @@ LWO_DEF lwo_result lwo_pass_begin(lwo_context *ctx) {
        GPU works, not here: after a synchronize the GPU would wait for them (hundreds of driver
        calls, about a millisecond) */
     lwo__engine_read_pass(ctx, e);
-    e->pass_timing = !e->capturing && !e->pass_timed;
+    e->pass_timing = !ctx->capturing && !e->pass_timed;
     if (e->pass_timing) LWO__CU(ctx, cuEventRecord(e->pass_ev[0], ctx->compute));
     e->pass_bytes0 = ctx->stats.bytes_streamed;
     e->in_pass = 1;
@@ -6218,11 +5773,11 @@ LWO_DEF lwo_result lwo_pass_begin(lwo_context *ctx) {
 }
 
 /* Releases every weight still acquired, after the work queued so far on the compute stream. */
-static lwo_result lwo__engine_release_all(lwo_context *ctx, lwo__engine *e) {
+static lwo_result lwo__items_release_all(lwo_context *ctx) {
     size_t i;
     lwo_result r;
-    for (i = 0; i < e->nitems; i++)
-        if (e->items[i]->acquired && (r = lwo__item_release(ctx, e->items[i], ctx->compute)) != 0) return r;
+    for (i = 0; i < ctx->nitems; i++)
+        if (ctx->items[i]->acquired && (r = lwo__item_release(ctx, ctx->items[i], ctx->compute)) != 0) return r;
     return LWO_SUCCESS;
 }
 
@@ -6232,9 +5787,9 @@ LWO_DEF lwo_result lwo_pass_end(lwo_context *ctx) {
     LWO__ENTER(ctx);
     e = ctx->engine;
     if (!e || !e->in_pass) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_pass_end without lwo_pass_begin");
-    if ((r = lwo__engine_release_all(ctx, e)) != 0) return r;
+    if ((r = lwo__items_release_all(ctx)) != 0) return r;
     e->in_pass = 0;
-    if (!e->capturing) {   /* the end of the pass's last use; with it, how many uses the pass had */
+    if (!ctx->capturing) {   /* the end of the pass's last use; with it, how many uses the pass had */
         size_t ev = 0;
         lwo_result r = lwo__engine_reserve(ctx, e, 1);
         if (!r) r = lwo__engine_event(ctx, e, ctx->compute, &ev);
@@ -6263,43 +5818,327 @@ LWO_DEF lwo_result lwo_pass_end(lwo_context *ctx) {
     return LWO_SUCCESS;
 }
 
-LWO_DEF lwo_result lwo_pass_abort(lwo_context *ctx) {
-    lwo__engine *e;
-    lwo__CUresult rc;
+/* Points a streamable weight's tensors at where it is now readable (its slot, or resident storage). */
+static lwo_result lwo__weight_acquire(lwo_context *ctx, lwo__CUstream cs, lwo_weight *w) {
+    lwo__CUdeviceptr base = 0;
     lwo_result r;
-    size_t i;
-    int k;
-    LWO__ENTER(ctx);
-    e = ctx->engine;
-    if (!e || (!e->in_pass && !e->capturing)) return LWO_SUCCESS;
-    if (e->capturing) {
-        lwo__CUgraph g = NULL;
-        /* the offload streams that joined the capture join back, so it can end (it is dropped) */
-        for (k = 0; k < e->nstreams; k++)
-            if (e->joined[k] && ctx->cu.cuEventRecord(e->fork, e->streams[k]) == 0) ctx->cu.cuStreamWaitEvent(ctx->compute, e->fork, 0);
-        rc = ctx->cu.cuStreamEndCapture(ctx->compute, &g);   /* the stream leaves capture mode either way */
-        if (g) ctx->cu.cuGraphDestroy(g);
-        (void)rc;
-        e->capturing = 0;
-        ctx->stats.bytes_streamed = e->cap_bytes0;
-        ctx->stats.transfers = e->cap_transfers0;
-        lwo__engine_forget_ring(e);   /* nothing captured ran */
-        for (i = 0; i < e->nitems; i++) e->items[i]->acquired = 0;
-    }
-    if (e->in_pass) {
-        e->in_pass = 0;
-        e->nlearning = 0;         /* a cut-short pass teaches no order */
-        e->pass_timing = 0;       /* and is no pass to time */
-    }
-    if ((r = lwo__engine_release_all(ctx, e)) != 0) return r;
-    /* the pass's marks lack their end: read what can be read, drop the rest (no profile) */
-    lwo__engine_harvest(ctx, e, 1, 0);
-    LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
-    for (k = 0; k < e->nstreams; k++) LWO__CU(ctx, cuStreamSynchronize(e->streams[k]));
+    if (!w->item) return LWO_SUCCESS;
+    if ((r = lwo__item_acquire(ctx, w->item, cs, &base)) != 0) return r;
+    w->data->ptr = base + lwo__item_part_offset(w->item, 0);
+    if (w->bias) w->bias->ptr = base + lwo__item_part_offset(w->item, 1);
+    if (w->scales) w->scales->ptr = base + lwo__item_part_offset(w->item, 2);
     return LWO_SUCCESS;
 }
 
-static int lwo__engine_capturing(const lwo_context *ctx) { return ctx->engine && ctx->engine->capturing; }
+LWO_DEF lwo_result lwo_weight_acquire(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w, lwo_weight_info *out) {
+    lwo__CUstream cs = NULL;
+    lwo_result r;
+    LWO__ENTER(ctx);
+    if ((r = lwo__check_weight(ctx, w)) != 0) return r;
+    LWO__GET_STREAM(ctx, stream, cs);
+    if ((r = lwo__weight_acquire(ctx, cs, (lwo_weight *)w)) != 0) return r;
+    return out ? lwo_weight_get_info(ctx, w, out) : LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_weight_release(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w) {
+    lwo__CUstream cs = NULL;
+    lwo_result r;
+    LWO__ENTER(ctx);
+    if ((r = lwo__check_weight(ctx, w)) != 0) return r;
+    LWO__GET_STREAM(ctx, stream, cs);
+    return w->item ? lwo__item_release(ctx, w->item, cs) : LWO_SUCCESS;
+}
+
+/* ==== 11. Linear and graphs ================================================================== */
+/* lwo_linear: the workspace, the W8A8 chain and its per-shape graph cache, the paths by
+   format; then whole-pass graphs, and lwo_weight_destroy, which drops a weight's graphs. */
+/* One cached quantize + GEMM chain of lwo_linear. N and K are the weight's; the rest of what picks
+   the kernels and their grids is the key, so a later call at the key only changes arguments. */
+typedef struct lwo__lgraph {
+    int used;                   /* 0: a free slot */
+    uint64_t M;
+    int xdt, ydt, bias_kind;    /* bias_kind -1: no bias */
+    int y16;                    /* y 16-byte aligned (the Hopper GEMM needs it) */
+    uint64_t stamp;
+    lwo__CUgraph graph;
+    lwo__CUgraphExec exec;
+    lwo__lsink nodes;           /* the kernel nodes in launch order */
+    int nnodes;                 /* how many the capture made */
+} lwo__lgraph;
+
+static int lwo__graph_slots(const lwo_context *ctx) { return ctx->desc.graph_cache > 0 ? ctx->desc.graph_cache : 4; }
+static void lwo__lgraph_drop(lwo_context *ctx, lwo__lgraph *g) {
+    if (!g->used) return;
+    if (g->exec) ctx->cu.cuGraphExecDestroy(g->exec);
+    if (g->graph) ctx->cu.cuGraphDestroy(g->graph);
+    memset(g, 0, sizeof *g);
+}
+static void lwo__weight_graphs_free(lwo_context *ctx, lwo_weight *w) {
+    int i;
+    if (!w->graphs) return;
+    for (i = 0; i < lwo__graph_slots(ctx); i++) lwo__lgraph_drop(ctx, &w->graphs[i]);
+    LWO_FREE(w->graphs);
+    w->graphs = NULL;
+}
+/* Grows the workspace to `bytes`. Growing waits for the device, since queued GEMMs may still read
+   the old block; where the arena has no room the old block stays (same size, maybe moved). */
+static lwo_result lwo__workspace_grow(lwo_context *ctx, uint64_t bytes) {
+    uint64_t off, size, old = ctx->ws_size;
+    lwo_result r;
+    LWO__CU(ctx, cuCtxSynchronize());
+    if (old) { lwo__arena_free(ctx, ctx->ws_off, ctx->ws_size); ctx->ws_size = 0; }
+    if ((r = lwo__arena_alloc(ctx, bytes, &off, &size, "lwo_linear's workspace")) != 0) {
+        char keep[LWO__ERROR_CAP];
+        memcpy(keep, ctx->error, sizeof keep);
+        /* the block just freed is free again, so this fits */
+        if (old && lwo__arena_alloc(ctx, old, &ctx->ws_off, &ctx->ws_size, "lwo_linear's workspace") != 0) ctx->ws_size = 0;
+        memcpy(ctx->error, keep, sizeof keep);
+        return r;
+    }
+    ctx->ws_off = off;
+    ctx->ws_size = size;
+    return LWO_SUCCESS;
+}
+
+/* The workspace of one lwo_linear call on weight w: *rows = M where it holds the whole call (it
+   grows to that where it may), else the most rows it holds at a time (the call runs in chunks).
+   For a weight the last plan placed nothing grows: the plan reserved what its declared shapes
+   need, and larger calls run in chunks. A weight made after the plan may grow it where the arena
+   has room (into the room the plan left free). Inside a capture nothing grows (growing
+   synchronizes). */
+static lwo_result lwo__linear_space(lwo_context *ctx, const lwo_weight *w, uint64_t M, int pad, lwo__CUdeviceptr *ws, uint64_t *rows) {
+    const lwo_format f = w->format;
+    const uint64_t N = w->rows, Kp = w->kpad, full = lwo__linear_ws(f, M, N, Kp, pad);
+    const int may_grow = !(ctx->planned && w->planned) && !ctx->capturing;
+    *rows = M;
+    if (full > ctx->ws_size) {
+        if (!may_grow || lwo__workspace_grow(ctx, full) != LWO_SUCCESS) {
+            uint64_t least = lwo__linear_ws(f, M < LWO__CHUNK_ROWS ? M : LWO__CHUNK_ROWS, N, Kp, pad);
+            ctx->error[0] = 0;
+            if (least > ctx->ws_size && may_grow) lwo__workspace_grow(ctx, least);
+            *rows = lwo__linear_rows(f, M, N, Kp, pad, ctx->ws_size);
+            if (*rows == 0)
+                return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET,
+                                 "lwo_linear: a %llu x %llu %s weight needs %llu bytes of workspace (%llu for all %llu rows of x), and the "
+                                 "workspace has %llu: %s", (unsigned long long)N, (unsigned long long)Kp, lwo_format_name(f),
+                                 (unsigned long long)least, (unsigned long long)full, (unsigned long long)M, (unsigned long long)ctx->ws_size,
+                                 ctx->planned && w->planned ? "more than the last lwo_streaming_plan reserved"
+                                 : ctx->planned ? "the weight was made after the last lwo_streaming_plan, which reserves the workspace, and the arena has no room; plan again"
+                                 : ctx->capturing ? "run the pass once before capturing it (the workspace cannot grow inside a capture)"
+                                 : "the budget has no room for it (raise lwo_desc.vram_budget)");
+            if (!ctx->chunk_logged) {
+                lwo__log(ctx, LWO_LOG_WARN, "lwo_linear runs x of %llu rows in chunks of %llu: the workspace holds %llu bytes, the call needs %llu "
+                         "(declare the largest x in lwo_streaming_desc.max_rows)", (unsigned long long)M, (unsigned long long)*rows,
+                         (unsigned long long)ctx->ws_size, (unsigned long long)full);
+                ctx->chunk_logged = 1;
+            }
+            ctx->stats.linear_chunked++;
+        }
+    }
+    *ws = ctx->arena + ctx->ws_off;
+    return LWO_SUCCESS;
+}
+
+/* The W8A8 chain: x [M, K] quantized per token into the workspace (q, then the f32 row scales at
+   ws + qbytes), then the GEMM into y [M, N]. The same code launches it, captures it and retargets a
+   graph of it (lwo__launch_fn and ctx->lsink), and runs each row chunk of a chunked call. */
+static lwo_result lwo__w8a8_chain(lwo_context *ctx, lwo__CUstream cs, lwo__CUdeviceptr x, lwo_dtype xt, uint64_t M,
+                                  const lwo_weight *w, lwo__CUdeviceptr ws, lwo__CUdeviceptr bp, int bias_kind,
+                                  lwo__CUdeviceptr y, lwo_dtype yt) {
+    int fp8 = w->format == LWO_FORMAT_FP8_E4M3_W8A8;
+    uint64_t K = w->cols, N = w->rows, Kp = w->kpad, qbytes = lwo__round_up(M * Kp, LWO__ALIGN);
+    lwo__CUdeviceptr sm = w->smooth ? w->smooth->ptr : 0, pm = w->perm ? w->perm->ptr : 0, q = ws, sa = ws + qbytes, sw = w->scales->ptr;
+    lwo__gemm_args g;
+    lwo_result r = lwo__rowq_launch(ctx, cs, x, xt, M, K, pm, sm, 0, w->hlog, fp8, q, Kp, sa);
+    if (r) return r;
+    memset(&g, 0, sizeof g);
+    g.stream = cs; g.op = fp8 ? LWO_DTYPE_F8_E4M3 : LWO_DTYPE_I8;
+    g.a = q; g.lda = g.a_k = Kp; g.b = w->data->ptr; g.kpad = Kp; g.M = M; g.N = N; g.a_scales = sa; g.b_scales = sw;
+    g.bias = bp; g.bias_kind = bias_kind < 0 ? 0 : bias_kind; g.y = y; g.y_kind = lwo__gemm_kind(yt); g.may_split = 1;
+    return lwo__gemm(ctx, &g);
+}
+
+/* Gives up on graphs for weight w after a failed capture or update (the call then runs plainly). */
+static void lwo__w8a8_graphs_off(lwo_context *ctx, lwo_weight *w, const char *why) {
+    lwo__log(ctx, LWO_LOG_INFO, "lwo_linear: no graphs for this %llu x %llu weight from now on: %s", (unsigned long long)w->rows,
+             (unsigned long long)w->cols, why);
+    lwo__weight_graphs_free(ctx, w);
+    w->graphs_off = 1;
+    ctx->stats.linear_graph_fallbacks++;
+    ctx->error[0] = 0;
+}
+
+/* lwo_linear of a W8A8 weight: through the weight's graph cache where it may be used, else plain. */
+static lwo_result lwo__w8a8_linear(lwo_context *ctx, lwo__CUstream cs, const lwo_tensor *x, const lwo_weight *cw,
+                                   lwo__CUdeviceptr ws, lwo__CUdeviceptr bp, int bias_kind, const lwo_tensor *y) {
+    lwo_weight *w = (lwo_weight *)cw;
+    uint64_t M = x->shape[0];
+    int nslots = lwo__graph_slots(ctx), i, capturing = 1, y16 = (y->ptr & 15u) == 0;
+    lwo__lgraph *g = NULL, *victim = NULL;
+    lwo__lsink sink;
+    lwo__CUresult rc;
+    lwo_result r;
+    /* no graphs: when off, for streamed weights (their acquire and release record events), for empty
+       products, and inside the caller's own capture (which must get the plain kernels) */
+    if (ctx->desc.graph_cache < 0 || w->graphs_off || w->item || M == 0 || w->rows == 0 ||
+        ctx->cu.cuStreamIsCapturing(cs, &capturing) != 0 || capturing != 0)
+        return lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype);
+    if (!w->graphs) {
+        w->graphs = (lwo__lgraph *)LWO_MALLOC((size_t)nslots * sizeof *w->graphs);
+        if (!w->graphs) { lwo__w8a8_graphs_off(ctx, w, "out of host memory"); return lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype); }
+        memset(w->graphs, 0, (size_t)nslots * sizeof *w->graphs);
+    }
+    for (i = 0; i < nslots; i++) {
+        lwo__lgraph *e = &w->graphs[i];
+        if (e->used && e->M == M && e->xdt == (int)x->dtype && e->ydt == (int)y->dtype && e->bias_kind == bias_kind && e->y16 == y16) { g = e; break; }
+        /* the slot a capture takes: a free one, else the least recently used */
+        if (!victim || (victim->used && (!e->used || e->stamp < victim->stamp))) victim = e;
+    }
+    if (g) { /* replay: point the nodes at this call's pointers */
+        g->nodes.update = 1; g->nodes.exec = g->exec; g->nodes.n = 0;
+        ctx->lsink = &g->nodes;
+        r = lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype);
+        ctx->lsink = NULL;
+        if (!r && g->nodes.n != g->nnodes) r = lwo__fail(ctx, LWO_ERROR_CUDA, "lwo_linear's graph has %d kernels; this call launched %d", g->nnodes, g->nodes.n);
+        if (!r && (rc = ctx->cu.cuGraphLaunch(g->exec, cs)) != 0) r = lwo__cuda_fail(ctx, rc, "cuGraphLaunch");
+        if (r) { lwo__w8a8_graphs_off(ctx, w, ctx->error); return lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype); }
+        g->stamp = ++w->graph_clock;
+        ctx->stats.linear_graph_hits++;
+        return LWO_SUCCESS;
+    }
+    /* First call at this key: run it plainly (which also loads every module and kernel it needs,
+       lazily loaded ones included, outside the capture), then capture the chain, instantiate and
+       launch it, so the graph writes the same result once more. A failed capture leaves the plain
+       result standing. */
+    if ((r = lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype)) != 0) return r;
+    if (victim->used) { lwo__lgraph_drop(ctx, victim); ctx->stats.linear_graph_evictions++; }
+    g = victim;
+    memset(&sink, 0, sizeof sink);
+    if ((rc = ctx->cu.cuStreamBeginCapture(cs, 2 /* relaxed: other streams and threads go on */)) != 0) {
+        lwo__cuda_fail(ctx, rc, "cuStreamBeginCapture");
+        lwo__w8a8_graphs_off(ctx, w, ctx->error);
+        return LWO_SUCCESS;
+    }
+    ctx->lsink = &sink;
+    r = lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype);
+    ctx->lsink = NULL;
+    rc = ctx->cu.cuStreamEndCapture(cs, &g->graph); /* always: the stream leaves capture mode */
+    if (!r && rc) r = lwo__cuda_fail(ctx, rc, "cuStreamEndCapture");
+    if (!r && (rc = ctx->cu.cuGraphInstantiateWithFlags(&g->exec, g->graph, 0)) != 0) r = lwo__cuda_fail(ctx, rc, "cuGraphInstantiateWithFlags");
+    g->used = 1; /* from here lwo__lgraph_drop frees what was made */
+    if (!r && (rc = ctx->cu.cuGraphLaunch(g->exec, cs)) != 0) r = lwo__cuda_fail(ctx, rc, "cuGraphLaunch");
+    /* a launch that failed enqueued nothing: the plain result stands */
+    if (r) { lwo__w8a8_graphs_off(ctx, w, ctx->error); return LWO_SUCCESS; }
+    g->M = M; g->xdt = (int)x->dtype; g->ydt = (int)y->dtype; g->bias_kind = bias_kind; g->y16 = y16;
+    g->nodes = sink;
+    g->nnodes = sink.n;
+    g->stamp = ++w->graph_clock;
+    ctx->stats.linear_graph_captures++;
+    return LWO_SUCCESS;
+}
+
+static lwo_result lwo__linear_run(lwo_context *ctx, lwo_stream *stream, const lwo_tensor *x, const lwo_weight *w,
+                                  const lwo_tensor *bias, lwo_tensor *y) {
+    lwo__CUstream cs;
+    lwo_result r;
+    uint64_t M, N, K, Kp, xrow, yrow;
+    lwo__CUdeviceptr bp = 0, ws = 0;
+    int bias_kind = 0, out_kind;
+    LWO__ENTER(ctx);
+    LWO__CHECK_TENSOR(ctx, x);
+    LWO__CHECK_TENSOR(ctx, y);
+    if (bias) LWO__CHECK_TENSOR(ctx, bias);
+    if ((r = lwo__check_weight(ctx, w)) != 0) return r;
+    LWO__GET_STREAM(ctx, stream, cs);
+    if (x->ndim != 2 || (x->dtype != LWO_DTYPE_BF16 && x->dtype != LWO_DTYPE_F16))
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: argument 'x' must be a 2-D bf16 or f16 tensor [M, K] (it is %dd %s)", x->ndim, lwo_dtype_name(x->dtype));
+    M = x->shape[0]; K = x->shape[1]; N = w->rows; Kp = w->kpad;
+    if (K != w->cols) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: 'x' has K = %llu columns; the weight has %llu", (unsigned long long)K, (unsigned long long)w->cols);
+    if (y->ndim != 2 || y->shape[0] != M || y->shape[1] != N || !lwo__is_float(y->dtype))
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: argument 'y' must be f32, f16 or bf16 [%llu, %llu]", (unsigned long long)M, (unsigned long long)N);
+    if ((w->format == LWO_FORMAT_BF16 && x->dtype != LWO_DTYPE_BF16) || (w->format == LWO_FORMAT_F16 && x->dtype != LWO_DTYPE_F16))
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: 'x' is %s but the weight is %s; they must match", lwo_dtype_name(x->dtype), lwo_format_name(w->format));
+    if (bias) {
+        if (!lwo__is_float(bias->dtype) || bias->numel != N)
+            return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: argument 'bias' must be f32, f16 or bf16 with %llu elements", (unsigned long long)N);
+        bp = bias->ptr; bias_kind = lwo__gemm_kind(bias->dtype);
+    } else if (w->bias) { bp = w->bias->ptr; bias_kind = 0; }
+    out_kind = lwo__gemm_kind(y->dtype);
+    xrow = K * lwo_dtype_size(x->dtype);
+    yrow = N * lwo_dtype_size(y->dtype);
+    if (M > 0x7fffffffu) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: M = %llu is more than one launch takes", (unsigned long long)M);
+    switch (w->format) {
+    case LWO_FORMAT_BF16: case LWO_FORMAT_F16: case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E5M2: {
+        int upcast = w->format == LWO_FORMAT_FP8_E4M3 || w->format == LWO_FORMAT_FP8_E5M2;
+        int pad = (K % 8) != 0 || !lwo__aligned16(x->ptr);
+        lwo__CUdeviceptr B = w->data->ptr, xpad = 0;
+        uint64_t rows = M, m0;
+        /* sized before anything is queued: growing synchronizes and allocates */
+        if ((upcast || pad) && (r = lwo__linear_space(ctx, w, M, pad, &ws, &rows)) != 0) return r;
+        if (upcast) {
+            if ((r = lwo__convert_launch(ctx, cs, w->data->ptr, w->data->dtype, ws, x->dtype, N * Kp, 1.0f, w->scales->ptr, "lwo_k_convert")) != 0) return r;
+            B = ws;
+            xpad = ws + lwo__round_up(N * Kp * 2, LWO__ALIGN);
+        } else xpad = ws;
+        for (m0 = 0; m0 < M; m0 += rows) {
+            uint64_t mc = M - m0 < rows ? M - m0 : rows, lda = K;
+            lwo__CUdeviceptr A = x->ptr + m0 * xrow;
+            if (pad) {
+                if ((r = lwo__pad_launch(ctx, cs, A, x->dtype, mc, K, 0, xpad, x->dtype, Kp)) != 0) return r;
+                A = xpad;
+                lda = Kp;
+            }
+            lwo__gemm_args g;
+            memset(&g, 0, sizeof g);
+            g.stream = cs; g.op = x->dtype; g.a = A; g.lda = g.a_k = lda; g.b = B; g.kpad = Kp; g.M = mc; g.N = N;
+            g.bias = bp; g.bias_kind = bias_kind; g.y = y->ptr + m0 * yrow; g.y_kind = out_kind; g.may_split = ws != 0;
+            if ((r = lwo__gemm(ctx, &g)) != 0) return r;
+        }
+        return LWO_SUCCESS;
+    }
+    case LWO_FORMAT_INT8: case LWO_FORMAT_FP8_E4M3_W8A8: {
+        uint64_t rows, m0;
+        int kind = bias ? bias_kind : (w->bias ? 0 : -1);
+        if ((r = lwo__linear_space(ctx, w, M, 0, &ws, &rows)) != 0) return r;
+        if (rows == M) return lwo__w8a8_linear(ctx, cs, x, w, ws, bp, kind, y);
+        for (m0 = 0; m0 < M; m0 += rows) {   /* chunked: plain launches, no graph */
+            uint64_t mc = M - m0 < rows ? M - m0 : rows;
+            if ((r = lwo__w8a8_chain(ctx, cs, x->ptr + m0 * xrow, x->dtype, mc, w, ws, bp, kind, y->ptr + m0 * yrow, y->dtype)) != 0) return r;
+        }
+        return LWO_SUCCESS;
+    }
+    default: return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: the weight has an invalid format");
+    }
+}
+
+LWO_DEF lwo_result lwo_linear(lwo_context *ctx, const lwo_linear_desc *d) {
+    lwo_stream *stream;
+    const lwo_tensor *x, *bias;
+    const lwo_weight *w;
+    lwo_tensor *y;
+    lwo_result r, r2;
+    LWO__ENTER(ctx);
+    if (!d) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: argument 'desc' is NULL");
+    stream = d->stream; x = d->x; w = d->w; bias = d->bias; y = d->y;
+    if ((r = lwo__check_weight(ctx, w)) != 0) return r;
+    if (!w->item) return lwo__linear_run(ctx, stream, x, w, bias, y);
+    if ((r = lwo_weight_acquire(ctx, stream, w, NULL)) != 0) return r;
+    r = lwo__linear_run(ctx, stream, x, w, bias, y);
+    if (r) {
+        char keep[LWO__ERROR_CAP];
+        memcpy(keep, ctx->error, sizeof keep); /* release starts afresh; keep the reason */
+        lwo_weight_release(ctx, stream, w);
+        memcpy(ctx->error, keep, sizeof keep);
+        return r;
+    }
+    r2 = lwo_weight_release(ctx, stream, w);
+    return r2;
+}
+
+/* ---- whole passes as graphs ----------------------------------------------------------------- */
+/* bytes, transfers: what one launch moves (stats count them per launch, not at capture) */
+struct lwo_graph { uint32_t magic; lwo_context *ctx; lwo__CUgraph graph; lwo__CUgraphExec exec; uint64_t bytes, transfers; };
+#define LWO__MAGIC_GRAPH 0x6c776f47u
 
 LWO_DEF lwo_result lwo_graph_capture_begin(lwo_context *ctx) {
     lwo__engine *e;
@@ -6307,15 +6146,15 @@ LWO_DEF lwo_result lwo_graph_capture_begin(lwo_context *ctx) {
     int k;
     LWO__ENTER(ctx);
     if ((r = lwo__engine_get(ctx, &e)) != 0) return r;
-    if (e->capturing) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "a capture is already open");
+    if (ctx->capturing) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "a capture is already open");
     /* events recorded before the capture cannot be waited on inside it: start from idle streams */
     LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
     for (k = 0; k < e->nstreams; k++) LWO__CU(ctx, cuStreamSynchronize(e->streams[k]));
     for (k = 0; k < e->nstreams; k++) e->graph_wait[k] = e->joined[k] = 0;
     /* and from an empty ring, so every transfer the pass needs is part of the graph */
-    lwo__engine_forget_ring(e);
+    lwo__engine_forget_ring(ctx, e);
     LWO__CU(ctx, cuStreamBeginCapture(ctx->compute, 2 /* relaxed */));
-    e->capturing = 1;
+    ctx->capturing = 1;
     e->cap_bytes0 = ctx->stats.bytes_streamed;
     e->cap_transfers0 = ctx->stats.transfers;
     return LWO_SUCCESS;
@@ -6330,8 +6169,8 @@ LWO_DEF lwo_result lwo_graph_capture_end(lwo_context *ctx, lwo_graph **out) {
     e = ctx->engine;
     if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
     *out = NULL;
-    if (!e || !e->capturing) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_graph_capture_end without lwo_graph_capture_begin");
-    e->capturing = 0;
+    if (!e || !ctx->capturing) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_graph_capture_end without lwo_graph_capture_begin");
+    ctx->capturing = 0;
     /* the captured transfers move nothing until the graph runs (each launch counts them), and
        nothing at all if the capture fails */
     cap_bytes = ctx->stats.bytes_streamed - e->cap_bytes0;
@@ -6351,7 +6190,7 @@ LWO_DEF lwo_result lwo_graph_capture_end(lwo_context *ctx, lwo_graph **out) {
     g->transfers = cap_transfers;
     /* the captured transfers have not run, and the events recorded during capture are not real
        records: the ring is empty as far as the next eager use is concerned */
-    lwo__engine_forget_ring(e);
+    lwo__engine_forget_ring(ctx, e);
     *out = g;
     return LWO_SUCCESS;
 }
@@ -6373,7 +6212,7 @@ LWO_DEF lwo_result lwo_graph_launch(lwo_context *ctx, lwo_graph *g) {
     if (e) {
         LWO__CU(ctx, cuEventRecord(e->graph_done, ctx->compute));
         for (k = 0; k < e->nstreams; k++) e->graph_wait[k] = 1;
-        lwo__engine_forget_ring(e);
+        lwo__engine_forget_ring(ctx, e);
     }
     return LWO_SUCCESS;
 }
@@ -6389,7 +6228,52 @@ LWO_DEF void lwo_graph_destroy(lwo_context *ctx, lwo_graph *g) {
     LWO_FREE(g);
 }
 
-/* ==== 10. safetensors ======================================================================== */
+LWO_DEF lwo_result lwo_pass_abort(lwo_context *ctx) {
+    lwo__engine *e;
+    lwo__CUresult rc;
+    lwo_result r;
+    size_t i;
+    int k;
+    LWO__ENTER(ctx);
+    e = ctx->engine;
+    if (!e || (!e->in_pass && !ctx->capturing)) return LWO_SUCCESS;
+    if (ctx->capturing) {
+        lwo__CUgraph g = NULL;
+        /* the offload streams that joined the capture join back, so it can end (it is dropped) */
+        for (k = 0; k < e->nstreams; k++)
+            if (e->joined[k] && ctx->cu.cuEventRecord(e->fork, e->streams[k]) == 0) ctx->cu.cuStreamWaitEvent(ctx->compute, e->fork, 0);
+        rc = ctx->cu.cuStreamEndCapture(ctx->compute, &g);   /* the stream leaves capture mode either way */
+        if (g) ctx->cu.cuGraphDestroy(g);
+        (void)rc;
+        ctx->capturing = 0;
+        ctx->stats.bytes_streamed = e->cap_bytes0;
+        ctx->stats.transfers = e->cap_transfers0;
+        lwo__engine_forget_ring(ctx, e);   /* nothing captured ran */
+        for (i = 0; i < ctx->nitems; i++) ctx->items[i]->acquired = 0;
+    }
+    if (e->in_pass) {
+        e->in_pass = 0;
+        e->nlearning = 0;         /* a cut-short pass teaches no order */
+        e->pass_timing = 0;       /* and is no pass to time */
+    }
+    if ((r = lwo__items_release_all(ctx)) != 0) return r;
+    /* the pass's marks lack their end: read what can be read, drop the rest (no profile) */
+    lwo__engine_harvest(ctx, e, 1, 0);
+    LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
+    for (k = 0; k < e->nstreams; k++) LWO__CU(ctx, cuStreamSynchronize(e->streams[k]));
+    return LWO_SUCCESS;
+}
+
+LWO_DEF void lwo_weight_destroy(lwo_context *ctx, lwo_weight *w) {
+    if (!ctx || ctx->magic != LWO__MAGIC_CTX || !w) return;
+    if (lwo__check_weight(ctx, w)) { lwo__log(ctx, LWO_LOG_WARN, "lwo_weight_destroy: %s", ctx->error); return; }
+    /* queued lwo_linear calls may still read it: the stream-ordered arena reuse needs the device idle */
+    if (ctx->cu.cuCtxSetCurrent && ctx->cuctx) { ctx->cu.cuCtxSetCurrent(ctx->cuctx); ctx->cu.cuCtxSynchronize(); }
+    lwo__weight_graphs_free(ctx, w);
+    lwo__weight_free(ctx, w);
+}
+
+/* ==== 12. safetensors: the reader and the writer ============================================= */
 /* Reader: map, then parse the header against its fixed schema with explicit lengths (bounds are
    checked by subtraction, never by adding to a pointer). Strings decode into one pool per file: a
    decoded string plus its NUL is never longer than its JSON form with quotes, so a pool of the
@@ -7169,173 +7053,6 @@ LWO_DEF const char *lwo_safetensors_metadata_find(const lwo_safetensors *f, cons
     return NULL;
 }
 
-/* ---- number codecs (the CPU conversion) ---------------------------------------------------- */
-/* The codecs are section 7's references (lwo_ref_*), the math of the GPU kernels, so a tensor
-   converted here is bit for bit what lwo's kernels make of the same data. */
-/* Element i of `data` (dtype t, unaligned) as f32. */
-static float lwo__st_load(const void *data, lwo_dtype t, uint64_t i) {
-    const uint8_t *p = (const uint8_t *)data + i * lwo_dtype_size(t);
-    switch (t) {
-    case LWO_DTYPE_F64: { double d; memcpy(&d, p, 8); return (float)d; }
-    case LWO_DTYPE_F32: case LWO_DTYPE_F16: case LWO_DTYPE_BF16: case LWO_DTYPE_F8_E4M3: case LWO_DTYPE_F8_E5M2:
-        return lwo_ref_load(p, lwo__st_kernel_dtype(t), 0);
-    case LWO_DTYPE_I64: { int64_t x; memcpy(&x, p, 8); return (float)x; }
-    case LWO_DTYPE_I32: { int32_t x; memcpy(&x, p, 4); return (float)x; }
-    case LWO_DTYPE_I16: { int16_t x; memcpy(&x, p, 2); return (float)x; }
-    case LWO_DTYPE_I8: return (float)(int8_t)*p;
-    case LWO_DTYPE_U8: return (float)*p;
-    case LWO_DTYPE_BOOL: return *p ? 1.0f : 0.0f;
-    default: return 0.0f;
-    }
-}
-
-/* ---- quantized-checkpoint conventions ------------------------------------------------------ */
-static int lwo__st_scalar(const lwo_safetensors_tensor *t, float *v) {
-    if (!t || t->numel != 1) return 0;
-    if (t->dtype != LWO_DTYPE_F32 && t->dtype != LWO_DTYPE_F16 && t->dtype != LWO_DTYPE_BF16 && t->dtype != LWO_DTYPE_F64) return 0;
-    *v = lwo__st_load(t->data, t->dtype, 0);
-    return 1;
-}
-/* strcmp(name, prefix[0, plen) + suffix) without building the joined name, so a name of any
-   length finds its companions with no buffer and no allocation. */
-static int lwo__st_cmp_joined(const char *name, const char *prefix, size_t plen, const char *suffix) {
-    size_t i;
-    for (i = 0; i < plen; i++)   /* stops at name's NUL: prefix has none before plen */
-        if (name[i] != prefix[i]) return (unsigned char)name[i] < (unsigned char)prefix[i] ? -1 : 1;
-    return strcmp(name + plen, suffix);
-}
-/* The tensor named prefix[0, plen) + suffix, or NULL: a binary search of the name index. */
-static const lwo_safetensors_tensor *lwo__st_find_suffix(const lwo_safetensors *f, const char *prefix, size_t plen, const char *suffix) {
-    size_t lo = 0, hi;
-    if (!f || !f->ready || !f->by_name) return NULL;
-    hi = f->count;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = lwo__st_cmp_joined(f->by_name[mid]->name, prefix, plen, suffix);
-        if (c == 0) return f->by_name[mid];
-        if (c < 0) lo = mid + 1; else hi = mid;
-    }
-    return NULL;
-}
-/* Reads the comfy_quant JSON object and copies its top-level "format" string. */
-static int lwo__st_comfy_json(lwo_safetensors *f, const lwo_safetensors_tensor *t, char *format, size_t fsize) {
-    lwo__st_parser P;
-    char what[300], b[16];
-    int ok = 1;
-    snprintf(what, sizeof what, "%s: tensor \"%.200s\"", f->shards[t->shard].path, t->name);
-    memset(&P, 0, sizeof P);
-    P.f = f;
-    P.what = what;
-    P.begin = P.p = (const uint8_t *)t->data;
-    P.end = P.begin + t->bytes;
-    P.file_offset = t->offset;
-    P.pool_cap = (size_t)t->bytes + 1;
-    P.pool = (char *)LWO_MALLOC(P.pool_cap);
-    if (!P.pool) { lwo__st_fail(f, "out of host memory"); return -1; }
-    format[0] = 0;
-    if (!lwo__st_expect(&P, '{', "'{' (comfy_quant holds a JSON object)")) ok = 0;
-    lwo__st_ws(&P);
-    if (ok && lwo__st_peek(&P) == '}') P.p++;
-    else while (ok) {
-        const char *k, *v;
-        if (!lwo__st_string(&P, &k) || !lwo__st_expect(&P, ':', "':'")) { ok = 0; break; }
-        lwo__st_ws(&P);
-        if (strcmp(k, "format") == 0) {
-            if (lwo__st_peek(&P) != '"') { ok = lwo__st_perr(&P, "\"format\" must be a string"); break; }
-            if (!lwo__st_string(&P, &v)) { ok = 0; break; }
-            snprintf(format, fsize, "%s", v);
-        } else if (!lwo__st_skip_value(&P, 1)) { ok = 0; break; }
-        lwo__st_ws(&P);
-        if (lwo__st_peek(&P) == ',') { P.p++; continue; }
-        if (lwo__st_peek(&P) == '}') { P.p++; break; }
-        ok = lwo__st_perr(&P, "expected ',' or '}', found %s", lwo__st_show(lwo__st_peek(&P), b));
-    }
-    if (ok) {
-        lwo__st_ws(&P);
-        while (P.p < P.end && *P.p == 0) P.p++;   /* tolerate NUL padding after the object */
-        if (P.p != P.end) ok = lwo__st_perr(&P, "unexpected %s after the JSON object", lwo__st_show(lwo__st_peek(&P), b));
-    }
-    if (ok && !format[0]) ok = lwo__st_perr(&P, "no \"format\" in comfy_quant");
-    LWO_FREE(P.pool);
-    return ok;
-}
-
-LWO_DEF lwo_result lwo_safetensors_get_quant_info(lwo_safetensors *f, const char *weight_name, lwo_safetensors_quant *out) {
-    const lwo_safetensors_tensor *w, *cq;
-    const char *lq;
-    size_t nl, plen;
-    if (!f || !weight_name || !out) { if (f) lwo__st_fail(f, "lwo_safetensors_quant_info: NULL argument"); return LWO_ERROR_INVALID_ARGUMENT; }
-    memset(out, 0, sizeof *out);
-    out->weight_scale_value = out->input_scale_value = 1.0f;
-    w = lwo_safetensors_find(f, weight_name);
-    if (!w) { lwo__st_fail(f, "no tensor \"%.300s\"", weight_name); return LWO_ERROR_NOT_FOUND; }
-    out->weight = w;
-    nl = strlen(weight_name);
-    if (nl < 7 || strcmp(weight_name + nl - 7, ".weight") != 0) return LWO_SUCCESS;
-    plen = nl - 7;   /* "<prefix>" without ".weight" */
-
-    cq = lwo__st_find_suffix(f, weight_name, plen, ".comfy_quant");
-    if (cq) {
-        int r;
-        if (cq->dtype != LWO_DTYPE_U8 || cq->ndim != 1) {
-            lwo__st_fail(f, "tensor \"%.300s\": comfy_quant must be U8 [n], found %s with %d dims", cq->name,
-                         lwo__st_dtype_tag(cq->dtype), cq->ndim);
-            return LWO_ERROR_BAD_FILE;
-        }
-        r = lwo__st_comfy_json(f, cq, out->comfy_format, sizeof out->comfy_format);
-        if (r < 0) return LWO_ERROR_OUT_OF_HOST_MEMORY;
-        if (!r) return LWO_ERROR_BAD_FILE;
-        if ((strcmp(out->comfy_format, "float8_e4m3fn") == 0 && w->dtype != LWO_DTYPE_F8_E4M3) ||
-            (strcmp(out->comfy_format, "float8_e5m2") == 0 && w->dtype != LWO_DTYPE_F8_E5M2)) {
-            lwo__st_fail(f, "tensor \"%.300s\": comfy_quant says %s but the weight is %s", w->name, out->comfy_format,
-                         lwo__st_dtype_tag(w->dtype));
-            return LWO_ERROR_BAD_FILE;
-        }
-        out->convention = LWO_CONVENTION_COMFY_QUANT;
-        out->weight_scale = lwo__st_find_suffix(f, weight_name, plen, ".weight_scale");
-        out->input_scale = lwo__st_find_suffix(f, weight_name, plen, ".input_scale");
-        (void)lwo__st_scalar(out->weight_scale, &out->weight_scale_value);
-        (void)lwo__st_scalar(out->input_scale, &out->input_scale_value);
-        return LWO_SUCCESS;
-    }
-
-    lq = lwo_safetensors_metadata_find(f, "lwo.quant");
-    if (lq && strcmp(lq, LWO_SAFETENSORS_LWO_INT8_V1) == 0 && w->dtype == LWO_DTYPE_I8) {
-        const lwo_safetensors_tensor *s = lwo__st_find_suffix(f, weight_name, plen, ".weight_scale");
-        const lwo_safetensors_tensor *sm = lwo__st_find_suffix(f, weight_name, plen, ".smooth");
-        if (w->ndim != 2) { lwo__st_fail(f, "tensor \"%.300s\": lwo int8 weights are [N, K], this has %d dims", w->name, w->ndim); return LWO_ERROR_BAD_FILE; }
-        if (!s || s->dtype != LWO_DTYPE_F32 || s->ndim != 1 || s->shape[0] != w->shape[0]) {
-            lwo__st_fail(f, "tensor \"%.300s\": lwo int8 needs %.*s.weight_scale F32 [%llu]", w->name, (int)(plen < 300 ? plen : 300), weight_name,
-                         (unsigned long long)w->shape[0]);
-            return LWO_ERROR_BAD_FILE;
-        }
-        if (sm && (sm->dtype != LWO_DTYPE_F32 || sm->ndim != 1 || sm->shape[0] != w->shape[1])) {
-            lwo__st_fail(f, "tensor \"%.300s\": must be F32 [%llu]", sm->name, (unsigned long long)w->shape[1]);
-            return LWO_ERROR_BAD_FILE;
-        }
-        out->convention = LWO_CONVENTION_LWO_INT8;
-        out->weight_scale = s;
-        out->smooth = sm;
-        (void)lwo__st_scalar(s, &out->weight_scale_value);
-        return LWO_SUCCESS;
-    }
-
-    if (lwo_safetensors_find(f, "scaled_fp8") && (w->dtype == LWO_DTYPE_F8_E4M3 || w->dtype == LWO_DTYPE_F8_E5M2)) {
-        out->convention = LWO_CONVENTION_COMFY_SCALED_FP8;
-        out->weight_scale = lwo__st_find_suffix(f, weight_name, plen, ".scale_weight");
-        out->input_scale = lwo__st_find_suffix(f, weight_name, plen, ".scale_input");
-        if (out->weight_scale && !lwo__st_scalar(out->weight_scale, &out->weight_scale_value)) {
-            lwo__st_fail(f, "tensor \"%.300s\": scale_weight must be one float, found %s with %llu elements",
-                         out->weight_scale->name, lwo__st_dtype_tag(out->weight_scale->dtype),
-                         (unsigned long long)out->weight_scale->numel);
-            return LWO_ERROR_BAD_FILE;
-        }
-        (void)lwo__st_scalar(out->input_scale, &out->input_scale_value);
-        return LWO_SUCCESS;
-    }
-    return LWO_SUCCESS;
-}
-
 /* ---- writer -------------------------------------------------------------------------------- */
 typedef struct lwo__st_buf { char *p; size_t n, cap; int oom; } lwo__st_buf;
 static void lwo__st_put(lwo__st_buf *b, const char *s, size_t n) {
@@ -7530,6 +7247,177 @@ done:
     return r;
 }
 
+/* ==== 13. Checkpoints ======================================================================== */
+/* What the ecosystem stores in safetensors files and how lwo reads it: number codecs,
+   quantized-checkpoint conventions, storage policies, the CPU conversion, weights from a
+   checkpoint. */
+/* ---- number codecs (the CPU conversion) ---------------------------------------------------- */
+/* The codecs are section 7's references (lwo_ref_*), the math of the GPU kernels, so a tensor
+   converted here is bit for bit what lwo's kernels make of the same data. */
+/* Element i of `data` (dtype t, unaligned) as f32. */
+static float lwo__st_load(const void *data, lwo_dtype t, uint64_t i) {
+    const uint8_t *p = (const uint8_t *)data + i * lwo_dtype_size(t);
+    switch (t) {
+    case LWO_DTYPE_F64: { double d; memcpy(&d, p, 8); return (float)d; }
+    case LWO_DTYPE_F32: case LWO_DTYPE_F16: case LWO_DTYPE_BF16: case LWO_DTYPE_F8_E4M3: case LWO_DTYPE_F8_E5M2:
+        return lwo_ref_load(p, lwo__st_kernel_dtype(t), 0);
+    case LWO_DTYPE_I64: { int64_t x; memcpy(&x, p, 8); return (float)x; }
+    case LWO_DTYPE_I32: { int32_t x; memcpy(&x, p, 4); return (float)x; }
+    case LWO_DTYPE_I16: { int16_t x; memcpy(&x, p, 2); return (float)x; }
+    case LWO_DTYPE_I8: return (float)(int8_t)*p;
+    case LWO_DTYPE_U8: return (float)*p;
+    case LWO_DTYPE_BOOL: return *p ? 1.0f : 0.0f;
+    default: return 0.0f;
+    }
+}
+
+/* ---- quantized-checkpoint conventions ------------------------------------------------------ */
+static int lwo__st_scalar(const lwo_safetensors_tensor *t, float *v) {
+    if (!t || t->numel != 1) return 0;
+    if (t->dtype != LWO_DTYPE_F32 && t->dtype != LWO_DTYPE_F16 && t->dtype != LWO_DTYPE_BF16 && t->dtype != LWO_DTYPE_F64) return 0;
+    *v = lwo__st_load(t->data, t->dtype, 0);
+    return 1;
+}
+/* strcmp(name, prefix[0, plen) + suffix) without building the joined name, so a name of any
+   length finds its companions with no buffer and no allocation. */
+static int lwo__st_cmp_joined(const char *name, const char *prefix, size_t plen, const char *suffix) {
+    size_t i;
+    for (i = 0; i < plen; i++)   /* stops at name's NUL: prefix has none before plen */
+        if (name[i] != prefix[i]) return (unsigned char)name[i] < (unsigned char)prefix[i] ? -1 : 1;
+    return strcmp(name + plen, suffix);
+}
+/* The tensor named prefix[0, plen) + suffix, or NULL: a binary search of the name index. */
+static const lwo_safetensors_tensor *lwo__st_find_suffix(const lwo_safetensors *f, const char *prefix, size_t plen, const char *suffix) {
+    size_t lo = 0, hi;
+    if (!f || !f->ready || !f->by_name) return NULL;
+    hi = f->count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = lwo__st_cmp_joined(f->by_name[mid]->name, prefix, plen, suffix);
+        if (c == 0) return f->by_name[mid];
+        if (c < 0) lo = mid + 1; else hi = mid;
+    }
+    return NULL;
+}
+/* Reads the comfy_quant JSON object and copies its top-level "format" string. */
+static int lwo__st_comfy_json(lwo_safetensors *f, const lwo_safetensors_tensor *t, char *format, size_t fsize) {
+    lwo__st_parser P;
+    char what[300], b[16];
+    int ok = 1;
+    snprintf(what, sizeof what, "%s: tensor \"%.200s\"", f->shards[t->shard].path, t->name);
+    memset(&P, 0, sizeof P);
+    P.f = f;
+    P.what = what;
+    P.begin = P.p = (const uint8_t *)t->data;
+    P.end = P.begin + t->bytes;
+    P.file_offset = t->offset;
+    P.pool_cap = (size_t)t->bytes + 1;
+    P.pool = (char *)LWO_MALLOC(P.pool_cap);
+    if (!P.pool) { lwo__st_fail(f, "out of host memory"); return -1; }
+    format[0] = 0;
+    if (!lwo__st_expect(&P, '{', "'{' (comfy_quant holds a JSON object)")) ok = 0;
+    lwo__st_ws(&P);
+    if (ok && lwo__st_peek(&P) == '}') P.p++;
+    else while (ok) {
+        const char *k, *v;
+        if (!lwo__st_string(&P, &k) || !lwo__st_expect(&P, ':', "':'")) { ok = 0; break; }
+        lwo__st_ws(&P);
+        if (strcmp(k, "format") == 0) {
+            if (lwo__st_peek(&P) != '"') { ok = lwo__st_perr(&P, "\"format\" must be a string"); break; }
+            if (!lwo__st_string(&P, &v)) { ok = 0; break; }
+            snprintf(format, fsize, "%s", v);
+        } else if (!lwo__st_skip_value(&P, 1)) { ok = 0; break; }
+        lwo__st_ws(&P);
+        if (lwo__st_peek(&P) == ',') { P.p++; continue; }
+        if (lwo__st_peek(&P) == '}') { P.p++; break; }
+        ok = lwo__st_perr(&P, "expected ',' or '}', found %s", lwo__st_show(lwo__st_peek(&P), b));
+    }
+    if (ok) {
+        lwo__st_ws(&P);
+        while (P.p < P.end && *P.p == 0) P.p++;   /* tolerate NUL padding after the object */
+        if (P.p != P.end) ok = lwo__st_perr(&P, "unexpected %s after the JSON object", lwo__st_show(lwo__st_peek(&P), b));
+    }
+    if (ok && !format[0]) ok = lwo__st_perr(&P, "no \"format\" in comfy_quant");
+    LWO_FREE(P.pool);
+    return ok;
+}
+
+LWO_DEF lwo_result lwo_safetensors_get_quant_info(lwo_safetensors *f, const char *weight_name, lwo_safetensors_quant *out) {
+    const lwo_safetensors_tensor *w, *cq;
+    const char *lq;
+    size_t nl, plen;
+    if (!f || !weight_name || !out) { if (f) lwo__st_fail(f, "lwo_safetensors_quant_info: NULL argument"); return LWO_ERROR_INVALID_ARGUMENT; }
+    memset(out, 0, sizeof *out);
+    out->weight_scale_value = out->input_scale_value = 1.0f;
+    w = lwo_safetensors_find(f, weight_name);
+    if (!w) { lwo__st_fail(f, "no tensor \"%.300s\"", weight_name); return LWO_ERROR_NOT_FOUND; }
+    out->weight = w;
+    nl = strlen(weight_name);
+    if (nl < 7 || strcmp(weight_name + nl - 7, ".weight") != 0) return LWO_SUCCESS;
+    plen = nl - 7;   /* "<prefix>" without ".weight" */
+
+    cq = lwo__st_find_suffix(f, weight_name, plen, ".comfy_quant");
+    if (cq) {
+        int r;
+        if (cq->dtype != LWO_DTYPE_U8 || cq->ndim != 1) {
+            lwo__st_fail(f, "tensor \"%.300s\": comfy_quant must be U8 [n], found %s with %d dims", cq->name,
+                         lwo__st_dtype_tag(cq->dtype), cq->ndim);
+            return LWO_ERROR_BAD_FILE;
+        }
+        r = lwo__st_comfy_json(f, cq, out->comfy_format, sizeof out->comfy_format);
+        if (r < 0) return LWO_ERROR_OUT_OF_HOST_MEMORY;
+        if (!r) return LWO_ERROR_BAD_FILE;
+        if ((strcmp(out->comfy_format, "float8_e4m3fn") == 0 && w->dtype != LWO_DTYPE_F8_E4M3) ||
+            (strcmp(out->comfy_format, "float8_e5m2") == 0 && w->dtype != LWO_DTYPE_F8_E5M2)) {
+            lwo__st_fail(f, "tensor \"%.300s\": comfy_quant says %s but the weight is %s", w->name, out->comfy_format,
+                         lwo__st_dtype_tag(w->dtype));
+            return LWO_ERROR_BAD_FILE;
+        }
+        out->convention = LWO_CONVENTION_COMFY_QUANT;
+        out->weight_scale = lwo__st_find_suffix(f, weight_name, plen, ".weight_scale");
+        out->input_scale = lwo__st_find_suffix(f, weight_name, plen, ".input_scale");
+        (void)lwo__st_scalar(out->weight_scale, &out->weight_scale_value);
+        (void)lwo__st_scalar(out->input_scale, &out->input_scale_value);
+        return LWO_SUCCESS;
+    }
+
+    lq = lwo_safetensors_metadata_find(f, "lwo.quant");
+    if (lq && strcmp(lq, LWO_SAFETENSORS_LWO_INT8_V1) == 0 && w->dtype == LWO_DTYPE_I8) {
+        const lwo_safetensors_tensor *s = lwo__st_find_suffix(f, weight_name, plen, ".weight_scale");
+        const lwo_safetensors_tensor *sm = lwo__st_find_suffix(f, weight_name, plen, ".smooth");
+        if (w->ndim != 2) { lwo__st_fail(f, "tensor \"%.300s\": lwo int8 weights are [N, K], this has %d dims", w->name, w->ndim); return LWO_ERROR_BAD_FILE; }
+        if (!s || s->dtype != LWO_DTYPE_F32 || s->ndim != 1 || s->shape[0] != w->shape[0]) {
+            lwo__st_fail(f, "tensor \"%.300s\": lwo int8 needs %.*s.weight_scale F32 [%llu]", w->name, (int)(plen < 300 ? plen : 300), weight_name,
+                         (unsigned long long)w->shape[0]);
+            return LWO_ERROR_BAD_FILE;
+        }
+        if (sm && (sm->dtype != LWO_DTYPE_F32 || sm->ndim != 1 || sm->shape[0] != w->shape[1])) {
+            lwo__st_fail(f, "tensor \"%.300s\": must be F32 [%llu]", sm->name, (unsigned long long)w->shape[1]);
+            return LWO_ERROR_BAD_FILE;
+        }
+        out->convention = LWO_CONVENTION_LWO_INT8;
+        out->weight_scale = s;
+        out->smooth = sm;
+        (void)lwo__st_scalar(s, &out->weight_scale_value);
+        return LWO_SUCCESS;
+    }
+
+    if (lwo_safetensors_find(f, "scaled_fp8") && (w->dtype == LWO_DTYPE_F8_E4M3 || w->dtype == LWO_DTYPE_F8_E5M2)) {
+        out->convention = LWO_CONVENTION_COMFY_SCALED_FP8;
+        out->weight_scale = lwo__st_find_suffix(f, weight_name, plen, ".scale_weight");
+        out->input_scale = lwo__st_find_suffix(f, weight_name, plen, ".scale_input");
+        if (out->weight_scale && !lwo__st_scalar(out->weight_scale, &out->weight_scale_value)) {
+            lwo__st_fail(f, "tensor \"%.300s\": scale_weight must be one float, found %s with %llu elements",
+                         out->weight_scale->name, lwo__st_dtype_tag(out->weight_scale->dtype),
+                         (unsigned long long)out->weight_scale->numel);
+            return LWO_ERROR_BAD_FILE;
+        }
+        (void)lwo__st_scalar(out->input_scale, &out->input_scale_value);
+        return LWO_SUCCESS;
+    }
+    return LWO_SUCCESS;
+}
+
 /* ---- storage policy ------------------------------------------------------------------------ */
 /* Iterative glob with one backtrack point (the last `*`): O(len(pattern) * len(name)) at worst. */
 LWO_DEF int lwo_glob_match(const char *pattern, const char *name) {
@@ -7697,7 +7585,6 @@ LWO_DEF lwo_result lwo_safetensors_convert(const lwo_safetensors_convert_desc *d
     }
     return LWO_SUCCESS;
 }
-
 
 /* ---- weights from a checkpoint ------------------------------------------------------------- */
 /* What lwo_safetensors_load_weight hands lwo_weight_create, worked out without a context (the CPU
@@ -8003,13 +7890,199 @@ LWO_DEF lwo_result lwo_safetensors_load_weight_policy(lwo_context *ctx, lwo_safe
     return lwo_safetensors_load_weight(ctx, f, weight_name, fmt, placement, out);
 }
 
-/* ==== 11. Stats and logging ================================================================== */
+/* ==== 14. Stats ============================================================================== */
 /* Reading the stats waits for the compute stream, so the timings of all the work so far count. */
 LWO_DEF lwo_result lwo_context_get_stats(lwo_context *ctx, lwo_stats *out) {
     LWO__ENTER(ctx);
     if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
     if (ctx->engine) lwo__engine_harvest(ctx, ctx->engine, 1, 0);
     *out = ctx->stats;
+    return LWO_SUCCESS;
+}
+
+/* ==== 15. Context lifetime =================================================================== */
+/* lwo_create and lwo_destroy, last: they use every section above. */
+/* All defaults are resolved here, once; the rest of the code never tests for zero. */
+static lwo_result lwo__desc_defaults(lwo_context *ctx, const lwo_desc *in) {
+    char buf[4096];
+    ctx->desc = *in;
+    if (ctx->desc.log_level == 0) ctx->desc.log_level = LWO_LOG_WARN;
+    ctx->driver_path = lwo__strdup(in->driver_path ? in->driver_path : LWO__DRIVER_DEFAULT);
+    ctx->nvrtc_path = in->nvrtc_path ? lwo__strdup(in->nvrtc_path) : NULL;
+    buf[0] = 0;
+    if (in->cache_dir) snprintf(buf, sizeof buf, "%s", in->cache_dir);
+    else if (!lwo__env("LWO_CACHE_DIR", buf, sizeof buf) && !lwo__default_cache_dir(buf, sizeof buf)) buf[0] = 0;
+    ctx->cache_dir = (buf[0] && strcmp(buf, "-") != 0) ? lwo__strdup(buf) : NULL;
+    if (!ctx->driver_path || (in->nvrtc_path && !ctx->nvrtc_path) || (buf[0] && strcmp(buf, "-") && !ctx->cache_dir))
+        return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    if (ctx->desc.pinned_cap == 0) {
+        uint64_t ram = lwo__phys_ram();
+        ctx->desc.pinned_cap = ram ? ram / 2 : (uint64_t)8 << 30;
+    }
+    ctx->desc.driver_path = ctx->driver_path;
+    ctx->desc.nvrtc_path = ctx->nvrtc_path;
+    ctx->desc.cache_dir = ctx->cache_dir;
+    return LWO_SUCCESS;
+}
+
+#define LWO__MIB ((uint64_t)1 << 20)
+
+static lwo_result lwo__create_gpu(lwo_context *ctx) {
+    double t0 = lwo__now_ms(), t;
+    int count = 0, v;
+    size_t freeb = 0, totalb = 0;
+    lwo__CUresult rc;
+    lwo_result r;
+    const char *parts[sizeof lwo__kernel_source_parts / sizeof *lwo__kernel_source_parts];
+    static const char *const kopts[] = { "--fmad=false", NULL };
+    size_t i;
+
+    r = lwo__driver_load(&ctx->cu, ctx->driver_path, ctx->error, sizeof ctx->error);
+    if (r) return r;
+    ctx->times.load_driver_ms = lwo__now_ms() - t0;
+    t = lwo__now_ms();
+    rc = ctx->cu.cuInit(0);
+    ctx->times.cu_init_ms = lwo__now_ms() - t;
+    if (rc == LWO__CUDA_ERROR_STUB_LIBRARY) return lwo__fail(ctx, LWO_ERROR_STUB_DRIVER, "'%s' is the CUDA toolkit's stub libcuda, not a driver", ctx->driver_path);
+    if (rc == LWO__CUDA_ERROR_NO_DEVICE) return lwo__fail(ctx, LWO_ERROR_NO_DEVICE, "cuInit: the driver found no CUDA device");
+    if (rc) return lwo__cuda_fail(ctx, rc, "cuInit");
+    ctx->cu.cuDriverGetVersion(&ctx->info.driver_version);
+    LWO__CU(ctx, cuDeviceGetCount(&count));
+    if (ctx->desc.device < 0 || ctx->desc.device >= count)
+        return lwo__fail(ctx, LWO_ERROR_NO_DEVICE, "lwo_desc.device is %d but the driver sees %d CUDA device(s)", ctx->desc.device, count);
+    LWO__CU(ctx, cuDeviceGet(&ctx->dev, ctx->desc.device));
+
+    t = lwo__now_ms();
+    if (ctx->desc.cu_context) {
+        ctx->cuctx = (lwo__CUcontext)ctx->desc.cu_context;
+    } else {
+        LWO__CU(ctx, cuDevicePrimaryCtxRetain(&ctx->cuctx, ctx->dev));
+        ctx->own_ctx = 1;
+    }
+    LWO__CU(ctx, cuCtxSetCurrent(ctx->cuctx));
+    ctx->times.context_ms = lwo__now_ms() - t;
+
+    LWO__CU(ctx, cuDeviceGetName(ctx->info.name, (int)sizeof ctx->info.name, ctx->dev));
+    LWO__CU(ctx, cuDeviceGetAttribute(&ctx->info.cc_major, LWO__CU_ATTR_CC_MAJOR, ctx->dev));
+    LWO__CU(ctx, cuDeviceGetAttribute(&ctx->info.cc_minor, LWO__CU_ATTR_CC_MINOR, ctx->dev));
+    LWO__CU(ctx, cuDeviceGetAttribute(&ctx->info.sm_count, LWO__CU_ATTR_SM_COUNT, ctx->dev));
+    LWO__CU(ctx, cuDeviceGetAttribute(&v, LWO__CU_ATTR_MAX_SMEM_OPTIN, ctx->dev));
+    ctx->info.max_smem_per_block = v;
+    LWO__CU(ctx, cuMemGetInfo(&freeb, &totalb));
+    ctx->info.total_memory = totalb;
+    ctx->info.free_memory_at_create = freeb;
+    lwo__arch_name(ctx->info.cc_major, ctx->info.cc_minor, ctx->info.arch, sizeof ctx->info.arch);
+    if (ctx->info.cc_major * 10 + ctx->info.cc_minor < 75)
+        return lwo__fail(ctx, LWO_ERROR_UNSUPPORTED, "%s has compute capability %d.%d; lwo needs 7.5 or newer", ctx->info.name, ctx->info.cc_major, ctx->info.cc_minor);
+
+    if (ctx->desc.cu_stream) {
+        ctx->compute = (lwo__CUstream)ctx->desc.cu_stream;
+    } else {
+        LWO__CU(ctx, cuStreamCreate(&ctx->compute, LWO__CU_STREAM_NON_BLOCKING));
+        ctx->own_stream = 1;
+    }
+
+    t = lwo__now_ms();
+    if (ctx->desc.vram_budget == 0) {
+        uint64_t b = (uint64_t)((double)freeb * 0.9);
+        b = b > 256 * LWO__MIB ? b - 256 * LWO__MIB : 0;
+        ctx->desc.vram_budget = b / (2 * LWO__MIB) * (2 * LWO__MIB);
+    }
+    if (ctx->desc.vram_budget < LWO__MIB)
+        return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET, "a VRAM budget of %llu bytes is below lwo's minimum of 1 MiB", (unsigned long long)ctx->desc.vram_budget);
+    if (ctx->desc.vram_budget > freeb)
+        return lwo__fail(ctx, LWO_ERROR_OUT_OF_DEVICE_MEMORY, "lwo_desc.vram_budget is %llu bytes but %s has only %llu free",
+                         (unsigned long long)ctx->desc.vram_budget, ctx->info.name, (unsigned long long)freeb);
+    rc = ctx->cu.cuMemAlloc(&ctx->arena, (size_t)ctx->desc.vram_budget);
+    if (rc) return lwo__cuda_fail(ctx, rc, "cuMemAlloc of the arena (lwo_desc.vram_budget)");
+    ctx->arena_size = ctx->desc.vram_budget;
+    ctx->free_list = (lwo__block *)LWO_MALLOC(16 * sizeof *ctx->free_list);
+    if (!ctx->free_list) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    ctx->capfree = 16;
+    ctx->nfree = 1;
+    ctx->free_list[0].off = 0;
+    ctx->free_list[0].size = ctx->arena_size;
+    {
+        uint64_t off, size;
+        if ((r = lwo__arena_alloc(ctx, LWO__ALIGN, &off, &size, "lwo's scratch")) != 0) return r;
+        ctx->scratch = ctx->arena + off;
+    }
+    ctx->times.arena_ms = lwo__now_ms() - t;
+
+    t = lwo__now_ms();
+    for (i = 0; i < sizeof parts / sizeof *parts; i++) parts[i] = lwo__kernel_source_parts[i];
+    r = lwo__module_build(ctx, parts, sizeof parts / sizeof *parts, "lwo_kernels.cu", kopts, &ctx->kernels);
+    if (r) return r;
+    ctx->times.module_ms = lwo__now_ms() - t;
+    ctx->times.module_from_cache = ctx->kernels->from_cache;
+    lwo__log(ctx, LWO_LOG_INFO, "%s (%s, %d SMs), kernels %s in %.1f ms", ctx->info.name, ctx->info.arch, ctx->info.sm_count,
+             ctx->kernels->from_cache ? "from cache" : "compiled", ctx->times.module_ms);
+    return LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_create(const lwo_desc *desc, lwo_context **out) {
+    lwo_context *ctx;
+    lwo_result r;
+    double t0 = lwo__now_ms();
+    lwo_desc zero;
+    if (!out) return LWO_ERROR_INVALID_ARGUMENT;
+    *out = NULL;
+    ctx = (lwo_context *)LWO_MALLOC(sizeof *ctx);
+    if (!ctx) return LWO_ERROR_OUT_OF_HOST_MEMORY;
+    memset(ctx, 0, sizeof *ctx);
+    ctx->magic = LWO__MAGIC_CTX;
+    *out = ctx;
+    memset(&zero, 0, sizeof zero);
+    if ((r = lwo__desc_defaults(ctx, desc ? desc : &zero)) != 0) return r;
+    r = lwo__create_gpu(ctx);
+    ctx->times.total_ms = lwo__now_ms() - t0;
+    if (r) {
+        if (!ctx->error[0]) snprintf(ctx->error, sizeof ctx->error, "%s", lwo_result_string(r));
+        lwo__log(ctx, LWO_LOG_ERROR, "lwo_create: %s", ctx->error);
+        return r;
+    }
+    ctx->ok = 1;
+    return LWO_SUCCESS;
+}
+
+LWO_DEF void lwo_destroy(lwo_context *ctx) {
+    if (!ctx || ctx->magic != LWO__MAGIC_CTX) return;
+    if (ctx->cu.cuCtxSetCurrent && ctx->cuctx) {
+        ctx->cu.cuCtxSetCurrent(ctx->cuctx);
+        if (ctx->compute) ctx->cu.cuStreamSynchronize(ctx->compute);
+    }
+    while (ctx->weights) lwo_weight_destroy(ctx, ctx->weights);
+    while (ctx->tensors) lwo__tensor_free(ctx, ctx->tensors);
+    while (ctx->streams) lwo_stream_destroy(ctx, ctx->streams);
+    while (ctx->events) lwo_event_destroy(ctx, ctx->events);
+    while (ctx->modules) lwo_module_destroy(ctx, ctx->modules);
+    lwo__engine_free(ctx);
+    lwo__items_free(ctx);
+    while (ctx->host_blocks) lwo_host_free(ctx, ctx->host_blocks->p);
+    if (ctx->kernels) lwo__module_free(ctx, ctx->kernels);
+    {
+        int v;
+        for (v = 0; v < 4; v++) if (ctx->gemm_modules[v]) lwo__module_free(ctx, ctx->gemm_modules[v]);
+    }
+    if (ctx->arena) ctx->cu.cuMemFree(ctx->arena);
+    if (ctx->own_stream && ctx->compute) ctx->cu.cuStreamDestroy(ctx->compute);
+    if (ctx->own_ctx) ctx->cu.cuDevicePrimaryCtxRelease(ctx->dev);
+    lwo__nvrtc_unload(&ctx->nvrtc);
+    lwo__driver_unload(&ctx->cu);
+    LWO_FREE(ctx->free_list);
+    LWO_FREE(ctx->cache_dir);
+    LWO_FREE(ctx->nvrtc_path);
+    LWO_FREE(ctx->driver_path);
+    ctx->magic = 0;
+    LWO_FREE(ctx);
+}
+
+LWO_DEF lwo_result lwo_context_get_info(lwo_context *ctx, lwo_context_info *out) {
+    LWO__ENTER(ctx);
+    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
+    out->device = ctx->info;
+    out->startup = ctx->times;
+    lwo__memory_stats(ctx, &out->memory);
     return LWO_SUCCESS;
 }
 

@@ -34,19 +34,22 @@ static lwo_result one(void) {
     }
     {
         const lwo_weight *w = g_w;
-        uint64_t M = g_x->shape[0], N = w->rows, Kp = w->kpad;
+        uint64_t M = g_x->shape[0], Kp = w->kpad;
         lwo__CUdeviceptr ws = ctx->arena + ctx->ws_off;
+        lwo__gemm_args g;
+        memset(&g, 0, sizeof g);
+        g.stream = ctx->compute; g.op = g_x->dtype; g.a = g_x->ptr; g.lda = g.a_k = w->cols; g.kpad = Kp;
+        g.M = M; g.N = w->rows; g.y = g_y->ptr; g.y_kind = 2;
         switch (w->format) {
-        case LWO_FORMAT_BF16: case LWO_FORMAT_F16:
-            return lwo__gemm(ctx, ctx->compute, g_x->dtype, g_x->ptr, w->cols, w->cols, w->data->ptr, Kp, M, N, 0, 0, 0, 0, g_y->ptr, 2, 0);
-        case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E5M2:
-            return lwo__gemm(ctx, ctx->compute, g_x->dtype, g_x->ptr, w->cols, w->cols, ws, Kp, M, N, 0, 0, 0, 0, g_y->ptr, 2, 1);
-        default: {
-            uint64_t qbytes = (M * Kp + 255) / 256 * 256;
-            return lwo__gemm(ctx, ctx->compute, w->format == LWO_FORMAT_INT8 ? LWO_DTYPE_I8 : LWO_DTYPE_F8_E4M3, ws, Kp, Kp,
-                             w->data->ptr, Kp, M, N, ws + qbytes, w->scales->ptr, 0, 0, g_y->ptr, 2, 1);
+        case LWO_FORMAT_BF16: case LWO_FORMAT_F16: g.b = w->data->ptr; break;
+        case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E5M2: g.b = ws; g.may_split = 1; break;   /* the upcast W */
+        default:   /* W8A8: x quantized into the workspace, its row scales after the codes */
+            g.op = w->format == LWO_FORMAT_INT8 ? LWO_DTYPE_I8 : LWO_DTYPE_F8_E4M3;
+            g.a = ws; g.lda = g.a_k = Kp; g.b = w->data->ptr; g.may_split = 1;
+            g.a_scales = ws + (M * Kp + 255) / 256 * 256; g.b_scales = w->scales->ptr;
+            break;
         }
-        }
+        return lwo__gemm(ctx, &g);
     }
 }
 

@@ -373,10 +373,10 @@ static void inject_failures(lwo_format f, uint64_t budget, int split, float *con
         r = lwo_pass_abort(s.ctx);
         CHECK(r == LWO_SUCCESS, "%s: lwo_pass_abort after %s: %s", lwo_format_name(f), what[kind], lwo_last_error(s.ctx));
         lwo_context_get_stats(s.ctx, &st1);
-        CHECK(st1.passes == st0.passes && !s.ctx->engine->in_pass && !s.ctx->engine->capturing, "%s: the aborted pass is not counted, nothing open", lwo_format_name(f));
+        CHECK(st1.passes == st0.passes && !s.ctx->engine->in_pass && !s.ctx->capturing, "%s: the aborted pass is not counted, nothing open", lwo_format_name(f));
         {
             size_t i, held = 0;
-            for (i = 0; i < s.ctx->engine->nitems; i++) held += s.ctx->engine->items[i]->acquired != 0;
+            for (i = 0; i < s.ctx->nitems; i++) held += s.ctx->items[i]->acquired != 0;
             CHECK(held == 0, "%s: after %s no weight stays acquired (%zu)", lwo_format_name(f), what[kind], held);
         }
         /* the context goes on: a full pass, bit for bit the resident one; a plan; a capture */
