@@ -1047,6 +1047,19 @@ static int lwo__mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
 }
 
 static uint64_t lwo__round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+/* Room for one more element in a growing array of `count` elements of `size` bytes, capacity
+   *cap: the array as it is while it has room, else one reallocated to twice the capacity (at
+   least `first`) with *cap updated; NULL when out of host memory (the old array stays valid). */
+static void *lwo__grow(void *data, size_t count, size_t *cap, size_t size, size_t first) {
+    size_t nc;
+    void *p;
+    if (count < *cap) return data;
+    nc = *cap ? *cap * 2 : first;
+    if (nc <= *cap || nc > ((size_t)-1) / size) return NULL;
+    p = LWO_REALLOC(data, nc * size);
+    if (p) *cap = nc;
+    return p;
+}
 
 static char *lwo__strdup(const char *s) {
     size_t n = strlen(s) + 1;
@@ -1215,8 +1228,10 @@ typedef struct lwo__nvrtc {
 /* ---- the context ---------------------------------------------------------------------------- */
 typedef struct lwo__block { uint64_t off, size; } lwo__block;
 
-struct lwo_stream { uint32_t magic; lwo_context *ctx; lwo__CUstream s; lwo_stream *next; };
-struct lwo_event { uint32_t magic; lwo_context *ctx; lwo__CUevent e; lwo_event *next; };
+/* A stream or an event: a driver handle on the context's list. The public lwo_stream and lwo_event
+   point at one (their structs are never defined), so one pair of functions makes and unmakes
+   both; the magic tells them apart. */
+typedef struct lwo__handle { uint32_t magic; lwo_context *ctx; void *h; struct lwo__handle *next; } lwo__handle;
 typedef struct lwo__host_block { void *p; struct lwo__host_block *next; } lwo__host_block;
 
 #define LWO__MAGIC_CTX 0x6c776f43u
@@ -1256,8 +1271,7 @@ struct lwo_context {
     unsigned rowq_smem[3]; /* ... and the dynamic shared memory its function was allowed (0: not raised yet) */
     lwo_module *modules;
     lwo_tensor *tensors;
-    lwo_stream *streams;
-    lwo_event *events;
+    lwo__handle *handles;       /* streams and events */
     lwo__host_block *host_blocks;
     lwo__CUdeviceptr scratch; /* 256 bytes of arena for reductions */
     struct lwo__engine *engine; /* the streaming engine (section 10), made on first use */
@@ -1343,13 +1357,31 @@ static lwo_result lwo__enter(lwo_context *ctx) {
         if (lwo__r) return lwo__r;                                                                   \
     } while (0)
 
+/* The driver handle of p, which must be a live stream or event (magic) of this context. */
+static lwo_result lwo__handle_get(lwo_context *ctx, const void *p, uint32_t magic, const char *arg, void **out) {
+    const lwo__handle *x = (const lwo__handle *)p;
+    if (!x || x->magic != magic)
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument '%s' is not a live %s", arg, magic == LWO__MAGIC_STREAM ? "lwo_stream" : "lwo_event");
+    if (x->ctx != ctx) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument '%s' belongs to another lwo_context", arg);
+    *out = x->h;
+    return LWO_SUCCESS;
+}
+/* The stream work goes on: s, or the compute stream for NULL. */
 static lwo_result lwo__get_stream(lwo_context *ctx, lwo_stream *s, lwo__CUstream *out) {
+    void *h = NULL;
+    lwo_result r;
     *out = ctx->compute;
     if (!s) return LWO_SUCCESS;
-    if (s->magic != LWO__MAGIC_STREAM) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'stream' is not a live lwo_stream");
-    if (s->ctx != ctx) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'stream' belongs to another lwo_context");
-    *out = s->s;
+    if ((r = lwo__handle_get(ctx, s, LWO__MAGIC_STREAM, "stream", &h)) != 0) return r;
+    *out = (lwo__CUstream)h;
     return LWO_SUCCESS;
+}
+/* The driver handle of event e (argument `arg`). */
+static lwo_result lwo__get_event(lwo_context *ctx, const lwo_event *e, const char *arg, lwo__CUevent *out) {
+    void *h = NULL;
+    lwo_result r = lwo__handle_get(ctx, e, LWO__MAGIC_EVENT, arg, &h);
+    *out = (lwo__CUevent)h;
+    return r;
 }
 #define LWO__GET_STREAM(ctx, s, out)                                                                  \
     do {                                                                                             \
@@ -1407,7 +1439,9 @@ static lwo_result lwo__get_stream(lwo_context *ctx, lwo_stream *s, lwo__CUstream
    lwo__env(name, buf, cap)            an environment variable as UTF-8: 1 if set, non-empty, fits
    lwo__lib_open/_sym/_close           a shared library (dlopen / LoadLibraryExW)
    lwo__read_file(path, &data, &size)  a whole file into memory
-   lwo__wfile_open/_write/_commit/_abort  write "<path>.tmp.<pid>", then rename it over path
+   lwo__wfile_create/_put/_finish/_close  a file being written (lwo__wfile_open and the rest,
+                                       after the platforms, build the atomic write on them)
+   lwo__rename_over(from, to, sync)    a rename that replaces `to`
    lwo__remove_file, lwo__mkdir1       one file, one folder
    lwo__dir_open/_next/_close          the names in a folder
    lwo__map_file, lwo__unmap_file      a regular file mapped read-only, whole
@@ -1588,80 +1622,44 @@ static int lwo__read_file(const char *path, unsigned char **data, size_t *size) 
     return 1;
 }
 
-static int lwo__wfile_open(lwo__wfile *f, const char *path, char *err, size_t cap) {
-    size_t n = strlen(path) + 32;
-    wchar_t *w;
-    f->path = path;
-    f->h = INVALID_HANDLE_VALUE;
-    f->tmp = (char *)LWO_MALLOC(n);
-    if (!f->tmp) { snprintf(err, cap, "%s: out of host memory", path); return 0; }
-    snprintf(f->tmp, n, "%s.tmp.%lu", path, lwo__pid());
-    if ((w = lwo__widen(f->tmp)) != NULL) {
-        f->h = CreateFileW(w, GENERIC_WRITE, 0, NULL, CREATE_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL);
-        LWO_FREE(w);
-    }
-    if (f->h == INVALID_HANDLE_VALUE) {
-        char why[512];
-        lwo__sys_error(why, sizeof why);
-        snprintf(err, cap, "%s: cannot create: %s", f->tmp, why);
-        LWO_FREE(f->tmp);
-        f->tmp = NULL;
-        return 0;
-    }
-    return 1;
+/* Opens f->tmp for writing, truncated; 0 with the reason left for lwo__sys_error. */
+static int lwo__wfile_create(lwo__wfile *f) {
+    wchar_t *w = lwo__widen(f->tmp);
+    f->h = w ? CreateFileW(w, GENERIC_WRITE, 0, NULL, CREATE_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL) : INVALID_HANDLE_VALUE;
+    LWO_FREE(w);
+    return f->h != INVALID_HANDLE_VALUE;
 }
 
-static int lwo__wfile_write(lwo__wfile *f, const void *data, uint64_t n, char *err, size_t cap) {
-    const char *p = (const char *)data;
-    while (n) {
-        DWORD chunk = n > (uint64_t)(1u << 30) ? (DWORD)(1u << 30) : (DWORD)n, w = 0;
-        if (!WriteFile(f->h, p, chunk, &w, NULL) || w == 0) {
-            char why[512];
-            lwo__sys_error(why, sizeof why);
-            snprintf(err, cap, "%s: write failed: %s", f->tmp, why);
-            return 0;
-        }
-        p += w;
-        n -= w;
-    }
-    return 1;
+/* Writes some of p[0, n), n at most 1 GiB: the bytes written, 0 on failure. */
+static uint64_t lwo__wfile_put(lwo__wfile *f, const char *p, uint64_t n) {
+    DWORD w = 0;
+    return WriteFile(f->h, p, (DWORD)n, &w, NULL) ? w : 0;
 }
 
-static void lwo__wfile_abort(lwo__wfile *f) {
-    wchar_t *w;
-    if (f->h != INVALID_HANDLE_VALUE) CloseHandle(f->h);
-    f->h = INVALID_HANDLE_VALUE;
-    if (f->tmp && (w = lwo__widen(f->tmp)) != NULL) { DeleteFileW(w); LWO_FREE(w); }
-    LWO_FREE(f->tmp);
-    f->tmp = NULL;
-}
-
-/* sync: the data reaches the disk before the rename (FlushFileBuffers, MOVEFILE_WRITE_THROUGH).
-   MOVEFILE_REPLACE_EXISTING is Windows' rename over an existing name; it fails while another
-   process holds that file open without FILE_SHARE_DELETE. On failure the temporary is removed. */
-static int lwo__wfile_commit(lwo__wfile *f, int sync, char *err, size_t cap) {
-    char why[512];
-    wchar_t *wt, *wp;
+/* sync: the data reaches the disk (FlushFileBuffers) before the close. */
+static int lwo__wfile_finish(lwo__wfile *f, int sync) {
     int ok;
-    if (sync && !FlushFileBuffers(f->h)) {
-        lwo__sys_error(why, sizeof why);
-        snprintf(err, cap, "%s: write failed: %s", f->tmp, why);
-        lwo__wfile_abort(f);
-        return 0;
-    }
+    if (sync && !FlushFileBuffers(f->h)) return 0;
     ok = CloseHandle(f->h) != 0;
     f->h = INVALID_HANDLE_VALUE;
-    if (!ok) { lwo__sys_error(why, sizeof why); snprintf(err, cap, "%s: write failed: %s", f->tmp, why); lwo__wfile_abort(f); return 0; }
-    wt = lwo__widen(f->tmp);
-    wp = lwo__widen(f->path);
-    ok = wt && wp && MoveFileExW(wt, wp, MOVEFILE_REPLACE_EXISTING | (sync ? MOVEFILE_WRITE_THROUGH : 0));
-    if (!ok) { lwo__sys_error(why, sizeof why); snprintf(err, cap, "rename %s -> %s: %s", f->tmp, f->path, why); }
+    return ok;
+}
+
+static void lwo__wfile_close(lwo__wfile *f) {
+    if (f->h != INVALID_HANDLE_VALUE) CloseHandle(f->h);
+    f->h = INVALID_HANDLE_VALUE;
+}
+
+/* MOVEFILE_REPLACE_EXISTING is Windows' rename over an existing name; it fails while another
+   process holds that file open without FILE_SHARE_DELETE. sync: MOVEFILE_WRITE_THROUGH. */
+static int lwo__rename_over(const char *from, const char *to, int sync) {
+    wchar_t *wf = lwo__widen(from), *wt = lwo__widen(to);
+    int ok = wf && wt && MoveFileExW(wf, wt, MOVEFILE_REPLACE_EXISTING | (sync ? MOVEFILE_WRITE_THROUGH : 0));
+    DWORD e = GetLastError();
+    LWO_FREE(wf);
     LWO_FREE(wt);
-    LWO_FREE(wp);
-    if (!ok) { lwo__wfile_abort(f); return 0; }
-    LWO_FREE(f->tmp);
-    f->tmp = NULL;
-    return 1;
+    SetLastError(e);   /* for lwo__sys_error */
+    return ok;
 }
 
 static int lwo__remove_file(const char *path) {
@@ -1945,65 +1943,34 @@ static int lwo__read_file(const char *path, unsigned char **data, size_t *size) 
     return 1;
 }
 
-static int lwo__wfile_open(lwo__wfile *f, const char *path, char *err, size_t cap) {
-    size_t n = strlen(path) + 32;
-    char why[256];
-    f->path = path;
-    f->fd = -1;
-    f->tmp = (char *)LWO_MALLOC(n);
-    if (!f->tmp) { snprintf(err, cap, "%s: out of host memory", path); return 0; }
-    snprintf(f->tmp, n, "%s.tmp.%lu", path, lwo__pid());
+static int lwo__wfile_create(lwo__wfile *f) {
     f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (f->fd < 0) {
-        snprintf(err, cap, "%s: cannot create: %s", f->tmp, lwo__sys_error(why, sizeof why));
-        LWO_FREE(f->tmp);
-        f->tmp = NULL;
-        return 0;
-    }
-    return 1;
+    return f->fd >= 0;
 }
 
-static int lwo__wfile_write(lwo__wfile *f, const void *data, uint64_t n, char *err, size_t cap) {
-    const char *p = (const char *)data;
-    char why[256];
-    while (n) {
-        size_t chunk = n > (uint64_t)(1u << 30) ? (size_t)(1u << 30) : (size_t)n;
-        ssize_t w = write(f->fd, p, chunk);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            if (w == 0) errno = EIO;
-            snprintf(err, cap, "%s: write failed: %s", f->tmp, lwo__sys_error(why, sizeof why));
-            return 0;
-        }
-        p += w;
-        n -= (uint64_t)w;
-    }
-    return 1;
+static uint64_t lwo__wfile_put(lwo__wfile *f, const char *p, uint64_t n) {
+    ssize_t w;
+    do w = write(f->fd, p, (size_t)n); while (w < 0 && errno == EINTR);
+    if (w == 0) errno = EIO;
+    return w > 0 ? (uint64_t)w : 0;
 }
 
-static void lwo__wfile_abort(lwo__wfile *f) {
-    if (f->fd >= 0) close(f->fd);
-    f->fd = -1;
-    if (f->tmp) unlink(f->tmp);
-    LWO_FREE(f->tmp);
-    f->tmp = NULL;
-}
-
-/* sync: fsync before the rename, so after a crash the name holds the old file or the whole new one. */
-static int lwo__wfile_commit(lwo__wfile *f, int sync, char *err, size_t cap) {
-    char why[256];
+/* sync: fsync before the close, so after a crash the renamed name holds the whole new file. */
+static int lwo__wfile_finish(lwo__wfile *f, int sync) {
     int ok = !sync || fsync(f->fd) == 0;
     ok = (close(f->fd) == 0) && ok;
     f->fd = -1;
-    if (!ok) { snprintf(err, cap, "%s: write failed: %s", f->tmp, lwo__sys_error(why, sizeof why)); lwo__wfile_abort(f); return 0; }
-    if (rename(f->tmp, f->path) != 0) {
-        snprintf(err, cap, "rename %s -> %s: %s", f->tmp, f->path, lwo__sys_error(why, sizeof why));
-        lwo__wfile_abort(f);
-        return 0;
-    }
-    LWO_FREE(f->tmp);
-    f->tmp = NULL;
-    return 1;
+    return ok;
+}
+
+static void lwo__wfile_close(lwo__wfile *f) {
+    if (f->fd >= 0) close(f->fd);
+    f->fd = -1;
+}
+
+static int lwo__rename_over(const char *from, const char *to, int sync) {
+    (void)sync;   /* the data was synced before the close */
+    return rename(from, to) == 0;
 }
 
 static int lwo__remove_file(const char *path) { return unlink(path) == 0; }
@@ -2116,6 +2083,60 @@ static void *lwo__nvrtc_companion(const char *nvrtc_path, int major, int minor) 
 #endif
 
 /* ---- built on the functions above, the same on every platform ------------------------------- */
+
+/* lwo__wfile, on the functions above: open, write, then commit (rename over path) or abort
+   (remove the temporary); a failed open or commit leaves nothing to abort. err says why. */
+static void lwo__wfile_abort(lwo__wfile *f) {
+    lwo__wfile_close(f);
+    if (f->tmp) lwo__remove_file(f->tmp);
+    LWO_FREE(f->tmp);
+    f->tmp = NULL;
+}
+
+static int lwo__wfile_open(lwo__wfile *f, const char *path, char *err, size_t cap) {
+    size_t n = strlen(path) + 32;
+    char why[512];
+    f->path = path;
+    f->tmp = (char *)LWO_MALLOC(n);
+    if (!f->tmp) { snprintf(err, cap, "%s: out of host memory", path); return 0; }
+    snprintf(f->tmp, n, "%s.tmp.%lu", path, lwo__pid());
+    if (!lwo__wfile_create(f)) {
+        snprintf(err, cap, "%s: cannot create: %s", f->tmp, lwo__sys_error(why, sizeof why));
+        LWO_FREE(f->tmp);
+        f->tmp = NULL;
+        return 0;
+    }
+    return 1;
+}
+
+static int lwo__wfile_write(lwo__wfile *f, const void *data, uint64_t n, char *err, size_t cap) {
+    const char *p = (const char *)data;
+    char why[512];
+    while (n) {
+        uint64_t w = lwo__wfile_put(f, p, n > ((uint64_t)1 << 30) ? ((uint64_t)1 << 30) : n);
+        if (w == 0) { snprintf(err, cap, "%s: write failed: %s", f->tmp, lwo__sys_error(why, sizeof why)); return 0; }
+        p += w;
+        n -= w;
+    }
+    return 1;
+}
+
+static int lwo__wfile_commit(lwo__wfile *f, int sync, char *err, size_t cap) {
+    char why[512];
+    if (!lwo__wfile_finish(f, sync)) {
+        snprintf(err, cap, "%s: write failed: %s", f->tmp, lwo__sys_error(why, sizeof why));
+        lwo__wfile_abort(f);
+        return 0;
+    }
+    if (!lwo__rename_over(f->tmp, f->path, sync)) {
+        snprintf(err, cap, "rename %s -> %s: %s", f->tmp, f->path, lwo__sys_error(why, sizeof why));
+        lwo__wfile_abort(f);
+        return 0;
+    }
+    LWO_FREE(f->tmp);
+    f->tmp = NULL;
+    return 1;
+}
 /* Writes a + b to path whole or not at all (temporary name, then rename). No fsync: the cache's
    readers check a checksum, so a file cut short by a crash is recompiled, not trusted. */
 static int lwo__write_file_atomic(const char *path, const void *a, size_t an, const void *b, size_t bn) {
@@ -2490,12 +2511,10 @@ static lwo_result lwo__module_function(lwo_context *ctx, lwo_module *m, const ch
         if (strcmp(m->funcs[i].name, kernel) == 0) { *fn = m->funcs[i].fn; return LWO_SUCCESS; }
     rc = ctx->cu.cuModuleGetFunction(fn, m->mod, kernel);
     if (rc) return lwo__fail(ctx, LWO_ERROR_NOT_FOUND, "no kernel named '%s' in the module (is it extern \"C\" __global__?)", kernel);
-    if (m->nfuncs == m->capfuncs) {
-        size_t cap = m->capfuncs ? m->capfuncs * 2 : 16;
-        lwo__kfunc *nf = (lwo__kfunc *)LWO_REALLOC(m->funcs, cap * sizeof *nf);
+    {
+        lwo__kfunc *nf = (lwo__kfunc *)lwo__grow(m->funcs, m->nfuncs, &m->capfuncs, sizeof *nf, 16);
         if (!nf) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
         m->funcs = nf;
-        m->capfuncs = cap;
     }
     m->funcs[m->nfuncs].name = lwo__strdup(kernel);
     if (!m->funcs[m->nfuncs].name) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
@@ -2707,12 +2726,10 @@ static void lwo__arena_free(lwo_context *ctx, uint64_t off, uint64_t size) {
         ctx->free_list[i].size += size;
         return;
     }
-    if (ctx->nfree == ctx->capfree) {
-        size_t cap = ctx->capfree * 2 + 16;
-        lwo__block *nb = (lwo__block *)LWO_REALLOC(ctx->free_list, cap * sizeof *nb);
+    {
+        lwo__block *nb = (lwo__block *)lwo__grow(ctx->free_list, ctx->nfree, &ctx->capfree, sizeof *nb, 16);
         if (!nb) { lwo__log(ctx, LWO_LOG_ERROR, "out of host memory: leaking %llu arena bytes", (unsigned long long)size); return; }
         ctx->free_list = nb;
-        ctx->capfree = cap;
     }
     memmove(&ctx->free_list[i + 1], &ctx->free_list[i], (ctx->nfree - i) * sizeof(lwo__block));
     ctx->free_list[i].off = off;
@@ -2956,28 +2973,30 @@ static lwo_result lwo__copy_check(lwo_context *ctx, const lwo_tensor *t, const v
     return LWO_SUCCESS;
 }
 
-LWO_DEF lwo_result lwo_tensor_upload_async(lwo_context *ctx, lwo_stream *s, lwo_tensor *dst, const void *src, uint64_t bytes) {
+/* Copies between tensor t and host memory on stream s: up (host to t) or down. */
+static lwo_result lwo__tensor_copy(lwo_context *ctx, lwo_stream *s, const lwo_tensor *t, const void *host, uint64_t bytes, int up) {
     lwo__CUstream cs = NULL;
     lwo_result r;
     LWO__ENTER(ctx);
-    LWO__CHECK_TENSOR(ctx, dst);
+    if ((r = lwo__check_tensor(ctx, t, up ? "dst" : "src")) != 0) return r;
     LWO__GET_STREAM(ctx, s, cs);
-    if ((r = lwo__copy_check(ctx, dst, src, bytes, "lwo_tensor_upload")) != 0) return r;
-    LWO__CU(ctx, cuMemcpyHtoDAsync(dst->ptr, src, (size_t)bytes, cs));
-    ctx->stats.bytes_uploaded += bytes;
+    if ((r = lwo__copy_check(ctx, t, host, bytes, up ? "lwo_tensor_upload" : "lwo_tensor_download")) != 0) return r;
+    if (up) {
+        LWO__CU(ctx, cuMemcpyHtoDAsync(t->ptr, host, (size_t)bytes, cs));
+        ctx->stats.bytes_uploaded += bytes;
+    } else {
+        LWO__CU(ctx, cuMemcpyDtoHAsync((void *)(uintptr_t)host, t->ptr, (size_t)bytes, cs));
+        ctx->stats.bytes_downloaded += bytes;
+    }
     return LWO_SUCCESS;
 }
 
+LWO_DEF lwo_result lwo_tensor_upload_async(lwo_context *ctx, lwo_stream *s, lwo_tensor *dst, const void *src, uint64_t bytes) {
+    return lwo__tensor_copy(ctx, s, dst, src, bytes, 1);
+}
+
 LWO_DEF lwo_result lwo_tensor_download_async(lwo_context *ctx, lwo_stream *s, const lwo_tensor *src, void *dst, uint64_t bytes) {
-    lwo__CUstream cs = NULL;
-    lwo_result r;
-    LWO__ENTER(ctx);
-    LWO__CHECK_TENSOR(ctx, src);
-    LWO__GET_STREAM(ctx, s, cs);
-    if ((r = lwo__copy_check(ctx, src, dst, bytes, "lwo_tensor_download")) != 0) return r;
-    LWO__CU(ctx, cuMemcpyDtoHAsync(dst, src->ptr, (size_t)bytes, cs));
-    ctx->stats.bytes_downloaded += bytes;
-    return LWO_SUCCESS;
+    return lwo__tensor_copy(ctx, s, src, dst, bytes, 0);
 }
 
 LWO_DEF lwo_result lwo_tensor_upload(lwo_context *ctx, lwo_tensor *dst, const void *src, uint64_t bytes) {
@@ -3010,37 +3029,49 @@ static lwo_result lwo__tensor2(lwo_context *ctx, lwo_dtype dt, uint64_t a, uint6
 }
 
 /* ---- streams and events --------------------------------------------------------------------- */
-LWO_DEF lwo_result lwo_stream_create(lwo_context *ctx, lwo_stream **out) {
-    lwo_stream *s;
+/* Makes a stream (magic LWO__MAGIC_STREAM) or an event and puts it on the context's list. out is
+   the caller's lwo_stream * or lwo_event *, written with memcpy (it is not a lwo__handle *). */
+static lwo_result lwo__handle_create(lwo_context *ctx, uint32_t magic, void *out) {
+    lwo__handle *x = NULL;
+    lwo__CUstream s = NULL;
+    lwo__CUevent e = NULL;
     lwo__CUresult rc;
     LWO__ENTER(ctx);
     if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
-    *out = NULL;
-    s = (lwo_stream *)LWO_MALLOC(sizeof *s);
-    if (!s) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-    rc = ctx->cu.cuStreamCreate(&s->s, LWO__CU_STREAM_NON_BLOCKING);
-    if (rc) { LWO_FREE(s); return lwo__cuda_fail(ctx, rc, "cuStreamCreate"); }
-    s->magic = LWO__MAGIC_STREAM;
-    s->ctx = ctx;
-    s->next = ctx->streams;
-    ctx->streams = s;
-    *out = s;
+    memcpy(out, &x, sizeof x);
+    x = (lwo__handle *)LWO_MALLOC(sizeof *x);
+    if (!x) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    rc = magic == LWO__MAGIC_STREAM ? ctx->cu.cuStreamCreate(&s, LWO__CU_STREAM_NON_BLOCKING) : ctx->cu.cuEventCreate(&e, 0);
+    if (rc) { LWO_FREE(x); return lwo__cuda_fail(ctx, rc, magic == LWO__MAGIC_STREAM ? "cuStreamCreate" : "cuEventCreate"); }
+    x->magic = magic;
+    x->ctx = ctx;
+    x->h = magic == LWO__MAGIC_STREAM ? (void *)s : (void *)e;
+    x->next = ctx->handles;
+    ctx->handles = x;
+    memcpy(out, &x, sizeof x);
     return LWO_SUCCESS;
 }
 
-LWO_DEF void lwo_stream_destroy(lwo_context *ctx, lwo_stream *s) {
-    lwo_stream **pp;
-    if (!ctx || ctx->magic != LWO__MAGIC_CTX || !s) return;
-    for (pp = &ctx->streams; *pp; pp = &(*pp)->next)
-        if (*pp == s) {
-            *pp = s->next;
+/* Unlinks and frees p when it is a stream or event (magic) of the context; else does nothing. */
+static void lwo__handle_destroy(lwo_context *ctx, const void *p, uint32_t magic) {
+    lwo__handle **pp;
+    if (!ctx || ctx->magic != LWO__MAGIC_CTX || !p) return;
+    for (pp = &ctx->handles; *pp; pp = &(*pp)->next)
+        if ((const void *)*pp == p && (*pp)->magic == magic) {
+            lwo__handle *x = *pp;
+            *pp = x->next;
             ctx->cu.cuCtxSetCurrent(ctx->cuctx);
-            ctx->cu.cuStreamDestroy(s->s);
-            s->magic = 0;
-            LWO_FREE(s);
+            if (magic == LWO__MAGIC_STREAM) ctx->cu.cuStreamDestroy((lwo__CUstream)x->h);
+            else ctx->cu.cuEventDestroy((lwo__CUevent)x->h);
+            x->magic = 0;
+            LWO_FREE(x);
             return;
         }
 }
+
+LWO_DEF lwo_result lwo_stream_create(lwo_context *ctx, lwo_stream **out) { return lwo__handle_create(ctx, LWO__MAGIC_STREAM, out); }
+
+LWO_DEF void lwo_stream_destroy(lwo_context *ctx, lwo_stream *s) { lwo__handle_destroy(ctx, s, LWO__MAGIC_STREAM); }
 
 LWO_DEF lwo_result lwo_stream_synchronize(lwo_context *ctx, lwo_stream *s) {
     lwo__CUstream cs = NULL;
@@ -3056,78 +3087,43 @@ LWO_DEF void *lwo_stream_handle(lwo_context *ctx, lwo_stream *s) {
     return cs;
 }
 
-static lwo_result lwo__check_event(lwo_context *ctx, const lwo_event *e, const char *arg) {
-    if (!e || e->magic != LWO__MAGIC_EVENT) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument '%s' is not a live lwo_event", arg);
-    if (e->ctx != ctx) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument '%s' belongs to another lwo_context", arg);
-    return LWO_SUCCESS;
-}
+LWO_DEF lwo_result lwo_event_create(lwo_context *ctx, lwo_event **out) { return lwo__handle_create(ctx, LWO__MAGIC_EVENT, out); }
 
-LWO_DEF lwo_result lwo_event_create(lwo_context *ctx, lwo_event **out) {
-    lwo_event *e;
-    lwo__CUresult rc;
-    LWO__ENTER(ctx);
-    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
-    *out = NULL;
-    e = (lwo_event *)LWO_MALLOC(sizeof *e);
-    if (!e) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-    rc = ctx->cu.cuEventCreate(&e->e, 0);
-    if (rc) { LWO_FREE(e); return lwo__cuda_fail(ctx, rc, "cuEventCreate"); }
-    e->magic = LWO__MAGIC_EVENT;
-    e->ctx = ctx;
-    e->next = ctx->events;
-    ctx->events = e;
-    *out = e;
-    return LWO_SUCCESS;
-}
+LWO_DEF void lwo_event_destroy(lwo_context *ctx, lwo_event *e) { lwo__handle_destroy(ctx, e, LWO__MAGIC_EVENT); }
 
-LWO_DEF void lwo_event_destroy(lwo_context *ctx, lwo_event *e) {
-    lwo_event **pp;
-    if (!ctx || ctx->magic != LWO__MAGIC_CTX || !e) return;
-    for (pp = &ctx->events; *pp; pp = &(*pp)->next)
-        if (*pp == e) {
-            *pp = e->next;
-            ctx->cu.cuCtxSetCurrent(ctx->cuctx);
-            ctx->cu.cuEventDestroy(e->e);
-            e->magic = 0;
-            LWO_FREE(e);
-            return;
-        }
-}
-
-LWO_DEF lwo_result lwo_event_record(lwo_context *ctx, lwo_event *e, lwo_stream *s) {
+/* Records e on s (wait 0), or makes s wait on the GPU for e (wait 1). */
+static lwo_result lwo__stream_event(lwo_context *ctx, lwo_stream *s, const lwo_event *e, int wait) {
     lwo__CUstream cs = NULL;
+    lwo__CUevent ev = NULL;
     lwo_result r;
     LWO__ENTER(ctx);
-    if ((r = lwo__check_event(ctx, e, "e")) != 0) return r;
+    if ((r = lwo__get_event(ctx, e, "e", &ev)) != 0) return r;
     LWO__GET_STREAM(ctx, s, cs);
-    LWO__CU(ctx, cuEventRecord(e->e, cs));
+    if (wait) LWO__CU(ctx, cuStreamWaitEvent(cs, ev, 0));
+    else LWO__CU(ctx, cuEventRecord(ev, cs));
     return LWO_SUCCESS;
 }
 
-LWO_DEF lwo_result lwo_stream_wait_event(lwo_context *ctx, lwo_stream *s, lwo_event *e) {
-    lwo__CUstream cs = NULL;
-    lwo_result r;
-    LWO__ENTER(ctx);
-    if ((r = lwo__check_event(ctx, e, "e")) != 0) return r;
-    LWO__GET_STREAM(ctx, s, cs);
-    LWO__CU(ctx, cuStreamWaitEvent(cs, e->e, 0));
-    return LWO_SUCCESS;
-}
+LWO_DEF lwo_result lwo_event_record(lwo_context *ctx, lwo_event *e, lwo_stream *s) { return lwo__stream_event(ctx, s, e, 0); }
+
+LWO_DEF lwo_result lwo_stream_wait_event(lwo_context *ctx, lwo_stream *s, lwo_event *e) { return lwo__stream_event(ctx, s, e, 1); }
 
 LWO_DEF lwo_result lwo_event_synchronize(lwo_context *ctx, lwo_event *e) {
+    lwo__CUevent ev = NULL;
     lwo_result r;
     LWO__ENTER(ctx);
-    if ((r = lwo__check_event(ctx, e, "e")) != 0) return r;
-    LWO__CU(ctx, cuEventSynchronize(e->e));
+    if ((r = lwo__get_event(ctx, e, "e", &ev)) != 0) return r;
+    LWO__CU(ctx, cuEventSynchronize(ev));
     return LWO_SUCCESS;
 }
 
 LWO_DEF lwo_result lwo_event_elapsed_ms(lwo_context *ctx, lwo_event *start, lwo_event *end, float *ms) {
+    lwo__CUevent e0 = NULL, e1 = NULL;
     lwo_result r;
     LWO__ENTER(ctx);
-    if ((r = lwo__check_event(ctx, start, "start")) != 0 || (r = lwo__check_event(ctx, end, "end")) != 0) return r;
+    if ((r = lwo__get_event(ctx, start, "start", &e0)) != 0 || (r = lwo__get_event(ctx, end, "end", &e1)) != 0) return r;
     if (!ms) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'ms' is NULL");
-    LWO__CU(ctx, cuEventElapsedTime(ms, start->e, end->e));
+    LWO__CU(ctx, cuEventElapsedTime(ms, e0, e1));
     return LWO_SUCCESS;
 }
 
@@ -4040,12 +4036,10 @@ static lwo_result lwo__item_create(lwo_context *ctx, const void *const host[LWO_
     it->force = force;
     it->joined = LWO__PARTS;
     it->fill = -1;
-    if (ctx->nitems == ctx->capitems) {
-        size_t cap = ctx->capitems * 2 + 64;
-        lwo__item **ni = (lwo__item **)LWO_REALLOC(ctx->items, cap * sizeof *ni);
+    {
+        lwo__item **ni = (lwo__item **)lwo__grow(ctx->items, ctx->nitems, &ctx->capitems, sizeof *ni, 64);
         if (!ni) { LWO_FREE(it); return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory"); }
         ctx->items = ni;
-        ctx->capitems = cap;
     }
     it->id = (uint32_t)ctx->nitems;
     ctx->items[ctx->nitems++] = it;
@@ -5161,12 +5155,8 @@ static void lwo__engine_free(lwo_context *ctx) {
     if (e->fork) ctx->cu.cuEventDestroy(e->fork);
     if (e->graph_done) ctx->cu.cuEventDestroy(e->graph_done);
     for (i = 0; i < e->capwait; i++) if (e->wait_ev[i]) ctx->cu.cuEventDestroy(e->wait_ev[i]);
-    LWO_FREE(e->wait_ev);
-    LWO_FREE(e->marks);
-    LWO_FREE(e->xfers);
-    LWO_FREE(e->use_ms);
-    LWO_FREE(e->use_least);
-    LWO_FREE(e->pass_ms);
+    LWO_FREE(e->wait_ev); LWO_FREE(e->marks); LWO_FREE(e->xfers);
+    LWO_FREE(e->use_ms); LWO_FREE(e->use_least); LWO_FREE(e->pass_ms);
     for (k = 0; k < 2; k++) if (e->pass_ev[k]) ctx->cu.cuEventDestroy(e->pass_ev[k]);
     LWO_FREE(e->order); LWO_FREE(e->learning);
     LWO_FREE(e);
@@ -5343,14 +5333,9 @@ static lwo_result lwo__engine_event(lwo_context *ctx, lwo__engine *e, lwo__CUstr
 
 /* Appends a mark (pre == post: one event) after recording its events; nothing inside a capture. */
 static lwo_result lwo__engine_mark(lwo_context *ctx, lwo__engine *e, size_t pre, size_t post, size_t pos, size_t uses) {
-    lwo__mark *m;
-    if (e->nmarks == e->capmarks) {
-        size_t cap = e->capmarks ? e->capmarks * 2 : 256;
-        lwo__mark *nm = (lwo__mark *)LWO_REALLOC(e->marks, cap * sizeof *nm);
-        if (!nm) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-        e->marks = nm;
-        e->capmarks = cap;
-    }
+    lwo__mark *m = (lwo__mark *)lwo__grow(e->marks, e->nmarks, &e->capmarks, sizeof *m, 256);
+    if (!m) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    e->marks = m;
     m = &e->marks[e->nmarks++];
     m->pre = pre; m->post = post; m->pos = pos; m->uses = uses;
     return LWO_SUCCESS;
@@ -5358,13 +5343,9 @@ static lwo_result lwo__engine_mark(lwo_context *ctx, lwo__engine *e, size_t pre,
 
 /* Appends a transfer's events (recorded around its copy on its offload stream) and bytes. */
 static lwo_result lwo__engine_xfer(lwo_context *ctx, lwo__engine *e, size_t start, size_t end, uint64_t bytes) {
-    if (e->nxfers == e->capxfers) {
-        size_t cap = e->capxfers ? e->capxfers * 2 : 256;
-        lwo__xfer *nx = (lwo__xfer *)LWO_REALLOC(e->xfers, cap * sizeof *nx);
-        if (!nx) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-        e->xfers = nx;
-        e->capxfers = cap;
-    }
+    lwo__xfer *nx = (lwo__xfer *)lwo__grow(e->xfers, e->nxfers, &e->capxfers, sizeof *nx, 256);
+    if (!nx) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    e->xfers = nx;
     memset(&e->xfers[e->nxfers], 0, sizeof *e->xfers);
     e->xfers[e->nxfers].start = start; e->xfers[e->nxfers].end = end; e->xfers[e->nxfers].bytes = bytes;
     e->nxfers++;
@@ -5669,13 +5650,9 @@ static lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUstre
     /* the order covers resident weights too, so a pass that reorders them is seen */
     if (e->in_pass) {
         if (!e->order_known) {
-            if (e->nlearning == e->caplearning) {
-                size_t cap = e->caplearning * 2 + 64;
-                uint32_t *nl = (uint32_t *)LWO_REALLOC(e->learning, cap * sizeof *nl);
-                if (!nl) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-                e->learning = nl;
-                e->caplearning = cap;
-            }
+            uint32_t *nl = (uint32_t *)lwo__grow(e->learning, e->nlearning, &e->caplearning, sizeof *nl, 64);
+            if (!nl) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+            e->learning = nl;
             e->learning[e->nlearning++] = it->id;
             pos = e->nlearning - 1;
         } else if (e->pos < e->norder && e->order[e->pos] == it->id) {
@@ -6379,6 +6356,17 @@ static const char *lwo__st_show(int c, char buf[16]) {
     else snprintf(buf, 16, "byte 0x%02x", (unsigned)c);
     return buf;
 }
+/* After an object's member: 1 past a ',' (another member follows), 0 at the '}' (left to the
+   caller), -1 at anything else, reported for the tensor named `tensor` (or, NULL, with `where`). */
+static int lwo__st_member_end(lwo__st_parser *P, const char *tensor, const char *where) {
+    char b[16];
+    lwo__st_ws(P);
+    if (lwo__st_peek(P) == ',') { P->p++; return 1; }
+    if (lwo__st_peek(P) == '}') return 0;
+    if (tensor) lwo__st_perr(P, "tensor \"%.300s\": expected ',' or '}', found %s", tensor, lwo__st_show(lwo__st_peek(P), b));
+    else lwo__st_perr(P, "expected ',' or '}'%s, found %s", where, lwo__st_show(lwo__st_peek(P), b));
+    return -1;
+}
 static int lwo__st_expect(lwo__st_parser *P, int c, const char *what) {
     char b[16];
     lwo__st_ws(P);
@@ -6579,29 +6567,17 @@ static int lwo__st_skip_value(lwo__st_parser *P, int depth) {
 }
 
 static int lwo__st_push_tensor(lwo_safetensors *f, lwo_safetensors_tensor **out) {
-    if (f->count == f->cap) {
-        size_t nc = f->cap ? f->cap * 2 : 64;
-        void *n;
-        if (nc > ((size_t)-1) / sizeof(lwo_safetensors_tensor)) return 0;
-        n = LWO_REALLOC(f->tensors, nc * sizeof(lwo_safetensors_tensor));
-        if (!n) return 0;
-        f->tensors = (lwo_safetensors_tensor *)n;
-        f->cap = nc;
-    }
+    void *n = lwo__grow(f->tensors, f->count, &f->cap, sizeof *f->tensors, 64);
+    if (!n) return 0;
+    f->tensors = (lwo_safetensors_tensor *)n;
     *out = &f->tensors[f->count++];
     memset(*out, 0, sizeof **out);
     return 1;
 }
 static int lwo__st_push_meta(lwo_safetensors *f, const char *k, const char *v, size_t shard) {
-    if (f->meta_count == f->meta_cap) {
-        size_t nc = f->meta_cap ? f->meta_cap * 2 : 16;
-        void *n;
-        if (nc > ((size_t)-1) / sizeof(lwo__st_meta)) return 0;
-        n = LWO_REALLOC(f->meta, nc * sizeof(lwo__st_meta));
-        if (!n) return 0;
-        f->meta = (lwo__st_meta *)n;
-        f->meta_cap = nc;
-    }
+    void *n = lwo__grow(f->meta, f->meta_count, &f->meta_cap, sizeof *f->meta, 16);
+    if (!n) return 0;
+    f->meta = (lwo__st_meta *)n;
     f->meta[f->meta_count].key = k;
     f->meta[f->meta_count].value = v;
     f->meta[f->meta_count].shard = shard;
@@ -6614,7 +6590,7 @@ static int lwo__st_push_meta(lwo_safetensors *f, const char *k, const char *v, s
    data area in t->offset until lwo__st_check_layout makes them absolute. */
 static int lwo__st_parse_tensor(lwo__st_parser *P, const char *name, size_t shard) {
     char b[16];
-    int have_dtype = 0, have_shape = 0, have_off = 0;
+    int have_dtype = 0, have_shape = 0, have_off = 0, m;
     lwo_safetensors_tensor *t;
     uint64_t begin = 0, end = 0;
     if (!lwo__st_push_tensor(P->f, &t)) return -1;
@@ -6660,10 +6636,8 @@ static int lwo__st_parse_tensor(lwo__st_parser *P, const char *name, size_t shar
         } else {
             return lwo__st_perr(P, "tensor \"%.300s\": unknown field \"%.40s\"", name, key);
         }
-        lwo__st_ws(P);
-        if (lwo__st_peek(P) == ',') { P->p++; continue; }
-        if (lwo__st_peek(P) == '}') break;
-        return lwo__st_perr(P, "tensor \"%.300s\": expected ',' or '}', found %s", name, lwo__st_show(lwo__st_peek(P), b));
+        if ((m = lwo__st_member_end(P, name, NULL)) < 0) return 0;
+        if (!m) break;
     }
     P->p++;
     if (!have_dtype || !have_shape || !have_off)
@@ -6805,7 +6779,7 @@ static lwo_result lwo__st_parse_shard(lwo_safetensors *f, size_t s) {
     lwo__st_parser P;
     uint64_t hlen = 0;
     size_t first = f->count;
-    int i, have_meta = 0, r;
+    int i, have_meta = 0, r, m;
     char b[16];
     if (sh->size < 8) {
         lwo__st_fail(f, "%s: file is %llu bytes, shorter than the 8-byte header length", sh->path, (unsigned long long)sh->size);
@@ -6858,11 +6832,8 @@ static lwo_result lwo__st_parse_shard(lwo_safetensors *f, size_t s) {
                 }
                 if (!lwo__st_string(&P, &v)) return LWO_ERROR_BAD_FILE;
                 if (!lwo__st_push_meta(f, k, v, s)) return LWO_ERROR_OUT_OF_HOST_MEMORY;
-                lwo__st_ws(&P);
-                if (lwo__st_peek(&P) == ',') { P.p++; continue; }
-                if (lwo__st_peek(&P) == '}') break;
-                lwo__st_perr(&P, "expected ',' or '}' in __metadata__, found %s", lwo__st_show(lwo__st_peek(&P), b));
-                return LWO_ERROR_BAD_FILE;
+                if ((m = lwo__st_member_end(&P, NULL, " in __metadata__")) < 0) return LWO_ERROR_BAD_FILE;
+                if (!m) break;
             }
             P.p++;
         } else {
@@ -6870,11 +6841,8 @@ static lwo_result lwo__st_parse_shard(lwo_safetensors *f, size_t s) {
             if (r < 0) return LWO_ERROR_OUT_OF_HOST_MEMORY;
             if (r == 0) return LWO_ERROR_BAD_FILE;
         }
-        lwo__st_ws(&P);
-        if (lwo__st_peek(&P) == ',') { P.p++; continue; }
-        if (lwo__st_peek(&P) == '}') break;
-        lwo__st_perr(&P, "expected ',' or '}' at the top level, found %s", lwo__st_show(lwo__st_peek(&P), b));
-        return LWO_ERROR_BAD_FILE;
+        if ((m = lwo__st_member_end(&P, NULL, " at the top level")) < 0) return LWO_ERROR_BAD_FILE;
+        if (!m) break;
     }
     P.p++;
     lwo__st_ws(&P);
@@ -6939,12 +6907,6 @@ static lwo_result lwo__st_new(size_t shards, lwo_safetensors **out) {
     *out = f;
     return LWO_SUCCESS;
 }
-static char *lwo__st_strdup(const char *s) {
-    size_t n = strlen(s) + 1;
-    char *d = (char *)LWO_MALLOC(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
 
 LWO_DEF void lwo_safetensors_destroy(lwo_safetensors *f) {
     size_t i;
@@ -6974,7 +6936,7 @@ static lwo_result lwo__st_open_files(lwo_safetensors *f, const char *const *path
     size_t i;
     for (i = 0; i < count; i++) {
         if (!paths[i]) { lwo__st_fail(f, "lwo_safetensors_create: desc.paths[%llu] is NULL", (unsigned long long)i); return LWO_ERROR_INVALID_ARGUMENT; }
-        f->shards[i].path = lwo__st_strdup(paths[i]);
+        f->shards[i].path = lwo__strdup(paths[i]);
         if (!f->shards[i].path) return LWO_ERROR_OUT_OF_HOST_MEMORY;
         f->shard_count = i + 1;
         r = lwo__st_map(f, &f->shards[i], paths[i]);
@@ -6988,7 +6950,7 @@ static lwo_result lwo__st_open_files(lwo_safetensors *f, const char *const *path
 /* The caller's bytes, as one shard. */
 static lwo_result lwo__st_open_memory(lwo_safetensors *f, const void *data, size_t size) {
     lwo_result r;
-    f->shards[0].path = lwo__st_strdup("<memory>");
+    f->shards[0].path = lwo__strdup("<memory>");
     if (!f->shards[0].path) return LWO_ERROR_OUT_OF_HOST_MEMORY;
     f->shard_count = 1;
     f->shards[0].base = data ? (const uint8_t *)data : (const uint8_t *)"";
@@ -7303,7 +7265,7 @@ static const lwo_safetensors_tensor *lwo__st_find_suffix(const lwo_safetensors *
 static int lwo__st_comfy_json(lwo_safetensors *f, const lwo_safetensors_tensor *t, char *format, size_t fsize) {
     lwo__st_parser P;
     char what[300], b[16];
-    int ok = 1;
+    int ok = 1, m;
     snprintf(what, sizeof what, "%s: tensor \"%.200s\"", f->shards[t->shard].path, t->name);
     memset(&P, 0, sizeof P);
     P.f = f;
@@ -7327,10 +7289,8 @@ static int lwo__st_comfy_json(lwo_safetensors *f, const lwo_safetensors_tensor *
             if (!lwo__st_string(&P, &v)) { ok = 0; break; }
             snprintf(format, fsize, "%s", v);
         } else if (!lwo__st_skip_value(&P, 1)) { ok = 0; break; }
-        lwo__st_ws(&P);
-        if (lwo__st_peek(&P) == ',') { P.p++; continue; }
-        if (lwo__st_peek(&P) == '}') { P.p++; break; }
-        ok = lwo__st_perr(&P, "expected ',' or '}', found %s", lwo__st_show(lwo__st_peek(&P), b));
+        if ((m = lwo__st_member_end(&P, NULL, "")) < 0) { ok = 0; break; }
+        if (!m) { P.p++; break; }
     }
     if (ok) {
         lwo__st_ws(&P);
@@ -8053,8 +8013,7 @@ LWO_DEF void lwo_destroy(lwo_context *ctx) {
     }
     while (ctx->weights) lwo_weight_destroy(ctx, ctx->weights);
     while (ctx->tensors) lwo__tensor_free(ctx, ctx->tensors);
-    while (ctx->streams) lwo_stream_destroy(ctx, ctx->streams);
-    while (ctx->events) lwo_event_destroy(ctx, ctx->events);
+    while (ctx->handles) lwo__handle_destroy(ctx, ctx->handles, ctx->handles->magic);
     while (ctx->modules) lwo_module_destroy(ctx, ctx->modules);
     lwo__engine_free(ctx);
     lwo__items_free(ctx);
