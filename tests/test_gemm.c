@@ -13,39 +13,6 @@ static double rel_l2(const float *a, const double *b, size_t n) {
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-/* The references through their descs, spelled as positional calls (the tests call them often). */
-static lwo_result ref_linear(const void *x, lwo_dtype xt, uint64_t ldx, const void *w, lwo_dtype wt, uint64_t ldw, uint64_t M,
-                             uint64_t N, uint64_t K, const float *sx, const float *sw, const float *bias, void *y, lwo_dtype yt) {
-    lwo_ref_linear_desc d;
-    memset(&d, 0, sizeof d);
-    d.x = x; d.x_dtype = xt; d.ldx = ldx; d.w = w; d.w_dtype = wt; d.ldw = ldw; d.M = M; d.N = N; d.K = K;
-    d.x_scales = sx; d.w_scales = sw; d.bias = bias; d.y = y; d.y_dtype = yt;
-    return lwo_ref_linear(&d);
-}
-static lwo_result ref_quantize_rows(const void *x, lwo_dtype xt, uint64_t rows, uint64_t k, const float *smooth, void *q, lwo_dtype qt,
-                                    uint64_t kq, float *scales) {
-    lwo_ref_quantize_desc d;
-    memset(&d, 0, sizeof d);
-    d.per_row = 1; d.src = x; d.src_dtype = xt; d.rows = rows; d.cols = k; d.smooth = smooth;
-    d.dst = q; d.dst_dtype = qt; d.dst_cols = kq; d.scales = scales;
-    return lwo_ref_quantize(&d);
-}
-static lwo_result ref_quantize_int8_rows(const void *x, lwo_dtype xt, uint64_t rows, uint64_t k, const float *smooth, int8_t *q,
-                                         uint64_t kq, float *scales) {
-    return ref_quantize_rows(x, xt, rows, k, smooth, q, LWO_DTYPE_I8, kq, scales);
-}
-static lwo_result ref_quantize_fp8_rows(const void *x, lwo_dtype xt, uint64_t rows, uint64_t k, const float *smooth, uint8_t *q,
-                                        uint64_t kq, float *scales) {
-    return ref_quantize_rows(x, xt, rows, k, smooth, q, LWO_DTYPE_F8_E4M3, kq, scales);
-}
-static lwo_result ref_prep_rows(const void *x, lwo_dtype xt, uint64_t rows, uint64_t k, const int32_t *perm, const float *smooth,
-                                int weight, int hadamard, float *out, uint64_t kq) {
-    lwo_ref_prep_desc d;
-    memset(&d, 0, sizeof d);
-    d.x = x; d.x_dtype = xt; d.rows = rows; d.cols = k; d.perm = perm; d.smooth = smooth; d.weight = weight;
-    d.hadamard = hadamard; d.out = out; d.out_cols = kq;
-    return lwo_ref_prep_rows(&d);
-}
 
 static void test_ref_int8(uint64_t M, uint64_t N, uint64_t K) {
     uint64_t ld = K + 5, m, n, k;
@@ -57,7 +24,7 @@ static void test_ref_int8(uint64_t M, uint64_t N, uint64_t K) {
     for (m = 0; m < N * ld; m++) qw[m] = (int8_t)((int)(check_rand_u64() % 255) - 127);
     for (m = 0; m < M; m++) sx[m] = (float)(0.001 + check_rand_uniform() * 0.01);
     for (n = 0; n < N; n++) { sw[n] = (float)(0.001 + check_rand_uniform() * 0.01); bias[n] = (float)check_rand_normal(); }
-    CHECK(ref_linear(qx, LWO_DTYPE_I8, ld, qw, LWO_DTYPE_I8, ld, M, N, K, sx, sw, bias, y, LWO_DTYPE_F32) == LWO_SUCCESS, "ref int8");
+    CHECK(check_ref_linear(qx, LWO_DTYPE_I8, ld, qw, LWO_DTYPE_I8, ld, M, N, K, sx, sw, bias, y, LWO_DTYPE_F32) == LWO_SUCCESS, "ref int8");
     for (m = 0; m < M; m++)
         for (n = 0; n < N; n++) {
             long long acc = 0;
@@ -84,7 +51,7 @@ static void test_ref_float(lwo_dtype xt, lwo_dtype wt, lwo_dtype yt, uint64_t M,
     for (i = 0; i < N * K; i++) lwo_ref_store(w, wt, i, (float)check_rand_normal());
     for (m = 0; m < M; m++) sx[m] = (float)(0.5 + check_rand_uniform());
     for (n = 0; n < N; n++) { sw[n] = (float)(0.5 + check_rand_uniform()); bias[n] = (float)check_rand_normal(); }
-    CHECK(ref_linear(x, xt, K, w, wt, K, M, N, K, with_scales ? sx : NULL, with_scales ? sw : NULL, bias, y, yt) == LWO_SUCCESS, "ref float");
+    CHECK(check_ref_linear(x, xt, K, w, wt, K, M, N, K, with_scales ? sx : NULL, with_scales ? sw : NULL, bias, y, yt) == LWO_SUCCESS, "ref float");
     for (m = 0; m < M; m++)
         for (n = 0; n < N; n++) {
             double acc = 0;
@@ -107,7 +74,7 @@ static void test_fp8_rows(void) {
     for (k = 0; k < R * K; k += 9) x[k] = 0; /* some zeros */
     for (k = 0; k < K; k++) x[3 * K + k] = 0; /* one zero row */
     for (k = 0; k < K; k++) sm[k] = (float)(0.5 + check_rand_uniform());
-    CHECK(ref_quantize_fp8_rows(x, LWO_DTYPE_F32, R, K, sm, q, kq, scales) == LWO_SUCCESS, "fp8 rows");
+    CHECK(check_ref_quantize_fp8_rows(x, LWO_DTYPE_F32, R, K, sm, q, kq, scales) == LWO_SUCCESS, "fp8 rows");
     CHECK(scales[3] == 1.0f, "zero row scale %g", (double)scales[3]);
     for (r = 0; r < R; r++) {
         float amax = 0;
@@ -233,8 +200,8 @@ static void test_prep_rows(lwo_dtype xt, uint64_t M, uint64_t N, uint64_t K, int
     rand_perm(perm, K);
     for (i = 0; i < M * kq; i++) xp[i] = NAN;
     for (i = 0; i < N * kq; i++) wp[i] = NAN;
-    CHECK_EQ_INT(ref_prep_rows(x, xt, M, K, with_perm ? perm : NULL, with_smooth ? sm : NULL, 0, hadamard, xp, kq), LWO_SUCCESS);
-    CHECK_EQ_INT(ref_prep_rows(w, xt, N, K, with_perm ? perm : NULL, with_smooth ? sm : NULL, 1, hadamard, wp, kq), LWO_SUCCESS);
+    CHECK_EQ_INT(check_ref_prep_rows(x, xt, M, K, with_perm ? perm : NULL, with_smooth ? sm : NULL, 0, hadamard, xp, kq), LWO_SUCCESS);
+    CHECK_EQ_INT(check_ref_prep_rows(w, xt, N, K, with_perm ? perm : NULL, with_smooth ? sm : NULL, 1, hadamard, wp, kq), LWO_SUCCESS);
     /* the activations' transform, densely: u = permuted and smoothed row, then sum_j H[i][j] u[j] */
     for (m = 0; m < M; m++) {
         for (j = 0; j < kq; j++) u[j] = 0;
@@ -292,19 +259,19 @@ static void test_prep_plain_and_errors(void) {
         lwo_dtype st = (t & 2) ? LWO_DTYPE_BF16 : LWO_DTYPE_F32;
         const float *s = (t & 1) ? sm : NULL;
         memset(q1, 0x5a, sizeof q1); memset(q2, 0x33, sizeof q2); memset(f1, 0x5a, sizeof f1); memset(f2, 0x33, sizeof f2);
-        CHECK_EQ_INT(ref_prep_rows(src, st, R, K, NULL, s, 0, 0, xp, KQ), LWO_SUCCESS);
-        ref_quantize_int8_rows(xp, LWO_DTYPE_F32, R, KQ, NULL, q1, KQ, s1);
-        ref_quantize_int8_rows(src, st, R, K, s, q2, KQ, s2);
+        CHECK_EQ_INT(check_ref_prep_rows(src, st, R, K, NULL, s, 0, 0, xp, KQ), LWO_SUCCESS);
+        check_ref_quantize_int8_rows(xp, LWO_DTYPE_F32, R, KQ, NULL, q1, KQ, s1);
+        check_ref_quantize_int8_rows(src, st, R, K, s, q2, KQ, s2);
         CHECK(memcmp(q1, q2, sizeof q1) == 0 && memcmp(s1, s2, sizeof s1) == 0, "int8: prep without perm/rotation is not the plain quantizer (%s, smooth %d)", lwo_dtype_name(st), t & 1);
-        ref_quantize_fp8_rows(xp, LWO_DTYPE_F32, R, KQ, NULL, f1, KQ, s1);
-        ref_quantize_fp8_rows(src, st, R, K, s, f2, KQ, s2);
+        check_ref_quantize_fp8_rows(xp, LWO_DTYPE_F32, R, KQ, NULL, f1, KQ, s1);
+        check_ref_quantize_fp8_rows(src, st, R, K, s, f2, KQ, s2);
         CHECK(memcmp(f1, f2, sizeof f1) == 0 && memcmp(s1, s2, sizeof s1) == 0, "e4m3: prep without perm/rotation is not the plain quantizer (%s, smooth %d)", lwo_dtype_name(st), t & 1);
     }
     /* a permutation alone permutes the codes: int8 q[:, j] = q_plain[:, perm[j]], same scales */
     rand_perm(perm, K);
-    ref_prep_rows(x, LWO_DTYPE_F32, R, K, perm, sm, 0, 0, xp, KQ);
-    ref_quantize_int8_rows(xp, LWO_DTYPE_F32, R, KQ, NULL, q1, KQ, s1);
-    ref_quantize_int8_rows(x, LWO_DTYPE_F32, R, K, sm, q2, KQ, s2);
+    check_ref_prep_rows(x, LWO_DTYPE_F32, R, K, perm, sm, 0, 0, xp, KQ);
+    check_ref_quantize_int8_rows(xp, LWO_DTYPE_F32, R, KQ, NULL, q1, KQ, s1);
+    check_ref_quantize_int8_rows(x, LWO_DTYPE_F32, R, K, sm, q2, KQ, s2);
     {
         int bad = memcmp(s1, s2, sizeof s1) != 0;
         uint64_t r, j;
@@ -312,22 +279,22 @@ static void test_prep_plain_and_errors(void) {
         CHECK(bad == 0, "a permutation alone does not permute the int8 codes (%d)", bad);
     }
     /* arguments */
-    CHECK_EQ_INT(ref_prep_rows(NULL, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
-    CHECK_EQ_INT(ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 0, NULL, KQ), LWO_ERROR_INVALID_ARGUMENT);
-    CHECK_EQ_INT(ref_prep_rows(x, LWO_DTYPE_I8, R, K, NULL, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
-    CHECK_EQ_INT(ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 3, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
-    CHECK_EQ_INT(ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 1, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
-    CHECK_EQ_INT(ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 512, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
-    CHECK_EQ_INT(ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, -4, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
-    CHECK_EQ_INT(ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 128, xp, KQ), LWO_SUCCESS);     /* 77 -> 128 */
-    CHECK_EQ_INT(ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 256, xp, KQ), LWO_ERROR_INVALID_ARGUMENT); /* 77 -> 256 > kq */
-    CHECK_EQ_INT(ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 0, xp, K - 1), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(check_ref_prep_rows(NULL, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(check_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 0, NULL, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(check_ref_prep_rows(x, LWO_DTYPE_I8, R, K, NULL, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(check_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 3, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(check_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 1, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(check_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 512, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(check_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, -4, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(check_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 128, xp, KQ), LWO_SUCCESS);     /* 77 -> 128 */
+    CHECK_EQ_INT(check_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 256, xp, KQ), LWO_ERROR_INVALID_ARGUMENT); /* 77 -> 256 > kq */
+    CHECK_EQ_INT(check_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 0, xp, K - 1), LWO_ERROR_INVALID_ARGUMENT);
     perm[5] = perm[6];
-    CHECK_EQ_INT(ref_prep_rows(x, LWO_DTYPE_F32, R, K, perm, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(check_ref_prep_rows(x, LWO_DTYPE_F32, R, K, perm, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
     rand_perm(perm, K); perm[3] = (int32_t)K;
-    CHECK_EQ_INT(ref_prep_rows(x, LWO_DTYPE_F32, R, K, perm, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(check_ref_prep_rows(x, LWO_DTYPE_F32, R, K, perm, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
     perm[3] = -1;
-    CHECK_EQ_INT(ref_prep_rows(x, LWO_DTYPE_F32, R, K, perm, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(check_ref_prep_rows(x, LWO_DTYPE_F32, R, K, perm, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
     free(x); free(xp); free(xb);
 }
 
@@ -562,8 +529,8 @@ int main(void) {
     test_prep_plain_and_errors();
     {
         float a = 1;
-        CHECK_EQ_INT(ref_linear(NULL, LWO_DTYPE_I8, 1, &a, LWO_DTYPE_I8, 1, 1, 1, 1, NULL, NULL, NULL, &a, LWO_DTYPE_F32), LWO_ERROR_INVALID_ARGUMENT);
-        CHECK_EQ_INT(ref_linear(&a, LWO_DTYPE_I8, 1, &a, LWO_DTYPE_BF16, 1, 1, 1, 1, NULL, NULL, NULL, &a, LWO_DTYPE_F32), LWO_ERROR_INVALID_ARGUMENT);
+        CHECK_EQ_INT(check_ref_linear(NULL, LWO_DTYPE_I8, 1, &a, LWO_DTYPE_I8, 1, 1, 1, 1, NULL, NULL, NULL, &a, LWO_DTYPE_F32), LWO_ERROR_INVALID_ARGUMENT);
+        CHECK_EQ_INT(check_ref_linear(&a, LWO_DTYPE_I8, 1, &a, LWO_DTYPE_BF16, 1, 1, 1, 1, NULL, NULL, NULL, &a, LWO_DTYPE_F32), LWO_ERROR_INVALID_ARGUMENT);
     }
     test_validation();
     return CHECK_SUMMARY();

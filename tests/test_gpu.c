@@ -58,22 +58,6 @@ static lwo_result quantize_rows(lwo_tensor *src, lwo_tensor *smooth, lwo_tensor 
     return lwo_quantize(ctx, &qd);
 }
 
-/* lwo_ref_quantize per tensor: n elements of src into fp8 with the given scale. */
-static void ref_quantize_fp8(const void *src, lwo_dtype st, uint8_t *dst, lwo_dtype fp8, uint64_t n, float scale) {
-    lwo_ref_quantize_desc rd;
-    memset(&rd, 0, sizeof rd);
-    rd.src = src; rd.src_dtype = st; rd.dst = dst; rd.dst_dtype = fp8; rd.rows = 1; rd.cols = n; rd.scale = scale;
-    lwo_ref_quantize(&rd);
-}
-/* lwo_ref_quantize per row: x [rows, k] into dst [rows, kq] (i8 or f8_e4m3), scales [rows]. */
-static void ref_quantize_rows(const void *x, lwo_dtype xt, uint64_t rows, uint64_t k, const float *smooth, void *dst, lwo_dtype qt, uint64_t kq,
-                              float *scales) {
-    lwo_ref_quantize_desc rd;
-    memset(&rd, 0, sizeof rd);
-    rd.per_row = 1; rd.src = x; rd.src_dtype = xt; rd.rows = rows; rd.cols = k; rd.smooth = smooth;
-    rd.dst = dst; rd.dst_dtype = qt; rd.dst_cols = kq; rd.scales = scales;
-    lwo_ref_quantize(&rd);
-}
 
 static int bits_equal(const void *a, const void *b, lwo_dtype t, uint64_t n, uint64_t *first_bad) {
     uint64_t i;
@@ -198,7 +182,7 @@ static void test_quantize_fp8(void) {
                 lwo_tensor_download(ctx, sc, &s_gpu, 4);
                 lwo_tensor_download(ctx, tq, hq, n);
                 s_cpu = lwo_ref_fp8_scale(hs, st, n, qt);
-                ref_quantize_fp8(hs, st, (uint8_t *)ref, qt, n, s_cpu);
+                check_ref_quantize_fp8(hs, st, (uint8_t *)ref, qt, n, s_cpu);
                 CHECK(memcmp(&s_gpu, &s_cpu, 4) == 0, "%s->%s n=%llu: scale %g, CPU %g", lwo_dtype_name(st), lwo_dtype_name(qt), (unsigned long long)n, s_gpu, s_cpu);
                 CHECK(bits_equal(hq, ref, qt, n, &bad), "%s->%s n=%llu: code %llu is 0x%02x, CPU 0x%02x", lwo_dtype_name(st), lwo_dtype_name(qt),
                       (unsigned long long)n, (unsigned long long)bad, hq[bad], ((uint8_t *)ref)[bad]);
@@ -207,7 +191,7 @@ static void test_quantize_fp8(void) {
                 lwo_tensor_upload(ctx, sc, &s_cpu, 4);
                 quantize_fp8(ts, tq, sc, 0);
                 lwo_tensor_download(ctx, tq, hq, n);
-                ref_quantize_fp8(hs, st, (uint8_t *)ref, qt, n, 0.125f);
+                check_ref_quantize_fp8(hs, st, (uint8_t *)ref, qt, n, 0.125f);
                 CHECK(bits_equal(hq, ref, qt, n, &bad), "given scale: code %llu differs", (unsigned long long)bad);
                 lwo_tensor_destroy(ctx, ts); lwo_tensor_destroy(ctx, tq); lwo_tensor_destroy(ctx, sc);
                 free(hs); free(hq); free(ref);
@@ -241,7 +225,7 @@ static void test_quantize_rows(void) {
                 CHECK(r == LWO_SUCCESS, "quantize rows: %s", lwo_last_error(ctx));
                 lwo_tensor_download(ctx, tq, hq, R * KQ);
                 lwo_tensor_download(ctx, ts, hs, R * 4);
-                ref_quantize_rows(hx, st, R, K, with_smooth ? sm : NULL, rq, LWO_DTYPE_I8, KQ, rs);
+                check_ref_quantize_rows(hx, st, R, K, with_smooth ? sm : NULL, rq, LWO_DTYPE_I8, KQ, rs);
                 CHECK(memcmp(hs, rs, R * 4) == 0, "%s [%llu,%llu] smooth=%d: scales differ", lwo_dtype_name(st), (unsigned long long)R, (unsigned long long)K, with_smooth);
                 CHECK(bits_equal(hq, rq, LWO_DTYPE_I8, R * KQ, &bad), "%s [%llu,%llu->%llu] smooth=%d: q[%llu] = %d, CPU %d", lwo_dtype_name(st), (unsigned long long)R,
                       (unsigned long long)K, (unsigned long long)KQ, with_smooth, (unsigned long long)bad, hq[bad], rq[bad]);
@@ -311,7 +295,7 @@ static void test_quantize_prep(void) {
                     pd.smooth = use_smooth ? sm : NULL; pd.weight = smul; pd.hadamard = (int)shapes[k][2]; pd.out = prep; pd.out_cols = KQ;
                     lwo_ref_prep_rows(&pd);
                 }
-                ref_quantize_rows(prep, LWO_DTYPE_F32, R, KQ, NULL, rq, fp8 ? LWO_DTYPE_F8_E4M3 : LWO_DTYPE_I8, KQ, rs);
+                check_ref_quantize_rows(prep, LWO_DTYPE_F32, R, KQ, NULL, rq, fp8 ? LWO_DTYPE_F8_E4M3 : LWO_DTYPE_I8, KQ, rs);
                 for (i = 0; i < R * KQ && !bad; i++) if (hq[i] != rq[i]) bad = i + 1;
                 CHECK(memcmp(hs, rs, R * 4) == 0, "%s [%llu,%llu] b=%d perm=%d smooth=%d smul=%d %s: scales differ (%g, CPU %g)", lwo_dtype_name(st),
                       (unsigned long long)R, (unsigned long long)K, (int)shapes[k][2], use_perm, use_smooth, smul, fp8 ? "e4m3" : "i8", (double)hs[0], (double)rs[0]);

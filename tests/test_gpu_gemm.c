@@ -19,41 +19,7 @@ static uint32_t ordered(const void *p, lwo_dtype t, uint64_t i) {
 static const lwo_format formats[] = { LWO_FORMAT_BF16, LWO_FORMAT_F16, LWO_FORMAT_FP8_E4M3, LWO_FORMAT_FP8_E5M2, LWO_FORMAT_INT8,
                                       LWO_FORMAT_FP8_E4M3_W8A8 };
 
-/* lwo_linear on the compute stream, the weight's own bias. */
-static lwo_result linear(const lwo_tensor *x, const lwo_weight *w, lwo_tensor *y) {
-    lwo_linear_desc ld;
-    memset(&ld, 0, sizeof ld);
-    ld.x = x; ld.w = w; ld.y = y;
-    return lwo_linear(ctx, &ld);
-}
 
-/* lwo_ref_prep_rows: x [rows, k] prepped into out [rows, kq]. */
-static void ref_prep_rows(const void *x, lwo_dtype xt, uint64_t rows, uint64_t k, const int32_t *perm, const float *smooth, int weight, int hadamard,
-                          float *out, uint64_t kq) {
-    lwo_ref_prep_desc pd;
-    memset(&pd, 0, sizeof pd);
-    pd.x = x; pd.x_dtype = xt; pd.rows = rows; pd.cols = k; pd.perm = perm; pd.smooth = smooth; pd.weight = weight; pd.hadamard = hadamard;
-    pd.out = out; pd.out_cols = kq;
-    lwo_ref_prep_rows(&pd);
-}
-/* lwo_ref_quantize per row: x [rows, k] into q [rows, kq] of qt (i8 or f8_e4m3), scales [rows]. */
-static void ref_quantize_rows(const void *x, lwo_dtype xt, uint64_t rows, uint64_t k, const float *smooth, void *q, lwo_dtype qt, uint64_t kq,
-                              float *scales) {
-    lwo_ref_quantize_desc rd;
-    memset(&rd, 0, sizeof rd);
-    rd.per_row = 1; rd.src = x; rd.src_dtype = xt; rd.rows = rows; rd.cols = k; rd.smooth = smooth;
-    rd.dst = q; rd.dst_dtype = qt; rd.dst_cols = kq; rd.scales = scales;
-    lwo_ref_quantize(&rd);
-}
-/* lwo_ref_linear of one call's operands. */
-static void ref_linear(const void *x, lwo_dtype xt, uint64_t ldx, const void *w, lwo_dtype wt, uint64_t ldw, uint64_t M, uint64_t N, uint64_t K,
-                       const float *sx, const float *sw, const float *bias, void *y, lwo_dtype yt) {
-    lwo_ref_linear_desc rd;
-    memset(&rd, 0, sizeof rd);
-    rd.x = x; rd.x_dtype = xt; rd.ldx = ldx; rd.w = w; rd.w_dtype = wt; rd.ldw = ldw; rd.M = M; rd.N = N; rd.K = K;
-    rd.x_scales = sx; rd.w_scales = sw; rd.bias = bias; rd.y = y; rd.y_dtype = yt;
-    lwo_ref_linear(&rd);
-}
 
 /* with_perm, hadamard (the W8A8 prep: a random permutation, the Hadamard block size or 0) and
    streamed (the weight placed STREAMED: lwo_linear reads it from the staging ring) extend the plain
@@ -118,7 +84,7 @@ static void run_case_ex(lwo_format fmt, lwo_dtype yt, int with_bias, int with_sm
     if (lwo_tensor_create(ctx, xt, 2, sx, &tx) || lwo_tensor_create(ctx, yt, 2, sy, &ty)) { CHECK(0, "tensors: %s", lwo_last_error(ctx)); goto out; }
     lwo_tensor_upload(ctx, tx, x, M * K * 2);
     lwo_tensor_fill_bytes(ctx, NULL, ty, 0xff);
-    r = linear(tx, w, ty);
+    r = check_linear(ctx, tx, w, ty);
     CHECK(r == LWO_SUCCESS, "lwo_linear: %s", lwo_last_error(ctx));
     if (r) goto out;
     r = lwo_tensor_download(ctx, ty, y, M * N * ys);
@@ -147,15 +113,15 @@ static void run_case_ex(lwo_format fmt, lwo_dtype yt, int with_bias, int with_sm
         asc = (float *)malloc(M * 4);
         if (with_perm || hadamard) { /* the prep on the CPU, then the plain quantizer over kpad columns */
             prep = (float *)malloc((M > N ? M : N) * kp * 4);
-            ref_prep_rows(x, xt, M, K, with_perm ? perm : NULL, with_smooth ? sm : NULL, 0, hadamard, prep, kp);
-            ref_quantize_rows(prep, LWO_DTYPE_F32, M, kp, NULL, aq, qt, kp, asc);
-        } else ref_quantize_rows(x, xt, M, K, with_smooth ? sm : NULL, aq, qt, kp, asc);
+            check_ref_prep_rows(x, xt, M, K, with_perm ? perm : NULL, with_smooth ? sm : NULL, 0, hadamard, prep, kp);
+            check_ref_quantize_rows(prep, LWO_DTYPE_F32, M, kp, NULL, aq, qt, kp, asc);
+        } else check_ref_quantize_rows(x, xt, M, K, with_smooth ? sm : NULL, aq, qt, kp, asc);
         /* the weight lwo_weight_create stored: W permuted, times smooth, rotated, quantized per row */
         if (!prep) prep = (float *)malloc(N * kp * 4);
         rwq = (unsigned char *)malloc(N * kp);
         rsc = (float *)malloc(N * 4);
-        ref_prep_rows(wf, LWO_DTYPE_F32, N, K, with_perm ? perm : NULL, with_smooth ? sm : NULL, 1, hadamard, prep, kp);
-        ref_quantize_rows(prep, LWO_DTYPE_F32, N, kp, NULL, rwq, qt, kp, rsc);
+        check_ref_prep_rows(wf, LWO_DTYPE_F32, N, K, with_perm ? perm : NULL, with_smooth ? sm : NULL, 1, hadamard, prep, kp);
+        check_ref_quantize_rows(prep, LWO_DTYPE_F32, N, kp, NULL, rwq, qt, kp, rsc);
         for (i = 0; i < N * kp && !bad; i++) if (rwq[i] != wq[i]) bad = i + 1;
         CHECK(bad == 0, "%s perm=%d b=%d: stored weight code %llu is %d, the CPU reference %d", lwo_format_name(fmt), with_perm, hadamard,
               (unsigned long long)(bad - 1), bad ? wq[bad - 1] : 0, bad ? rwq[bad - 1] : 0);
@@ -167,13 +133,13 @@ static void run_case_ex(lwo_format fmt, lwo_dtype yt, int with_bias, int with_sm
         rows_checked++;
         switch (fmt) {
         case LWO_FORMAT_BF16: case LWO_FORMAT_F16:
-            ref_linear(x + m * K, xt, K, wq, info.data->dtype, kp, 1, N, K, NULL, NULL, wb, yr, LWO_DTYPE_F32); break;
+            check_ref_linear(x + m * K, xt, K, wq, info.data->dtype, kp, 1, N, K, NULL, NULL, wb, yr, LWO_DTYPE_F32); break;
         case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E5M2:
-            ref_linear(x + m * K, xt, K, wup, xt, kp, 1, N, K, NULL, NULL, wb, yr, LWO_DTYPE_F32); break;
+            check_ref_linear(x + m * K, xt, K, wup, xt, kp, 1, N, K, NULL, NULL, wb, yr, LWO_DTYPE_F32); break;
         case LWO_FORMAT_INT8:
-            ref_linear(aq + m * kp, LWO_DTYPE_I8, kp, wq, LWO_DTYPE_I8, kp, 1, N, kp, asc + m, wsc, wb, yr, yt); break;
+            check_ref_linear(aq + m * kp, LWO_DTYPE_I8, kp, wq, LWO_DTYPE_I8, kp, 1, N, kp, asc + m, wsc, wb, yr, yt); break;
         default:
-            ref_linear(aq + m * kp, LWO_DTYPE_F8_E4M3, kp, wq, LWO_DTYPE_F8_E4M3, kp, 1, N, kp, asc + m, wsc, wb, yr, LWO_DTYPE_F32); break;
+            check_ref_linear(aq + m * kp, LWO_DTYPE_F8_E4M3, kp, wq, LWO_DTYPE_F8_E4M3, kp, 1, N, kp, asc + m, wsc, wb, yr, LWO_DTYPE_F32); break;
         }
         for (n = 0; n < N; n++) {
             double g = lwo_ref_load(y, yt, m * N + n), u = with_bias ? bias[n] : 0.0;

@@ -23,21 +23,14 @@ static int make_weight(lwo_format fmt, uint64_t N, uint64_t K, const float *wf, 
     return 0;
 }
 
-/* lwo_linear on c's compute stream, the weight's own bias. */
-static lwo_result linear(lwo_context *c, const lwo_tensor *x, const lwo_weight *w, lwo_tensor *y) {
-    lwo_linear_desc ld;
-    memset(&ld, 0, sizeof ld);
-    ld.x = x; ld.w = w; ld.y = y;
-    return lwo_linear(c, &ld);
-}
 
-/* y = linear(x) on context c, y poisoned first; the result downloaded into host (malloc'd). */
+/* y = check_linear(x) on context c, y poisoned first; the result downloaded into host (malloc'd). */
 static unsigned char *call(lwo_context *c, lwo_weight *w, lwo_tensor *x, lwo_tensor *y) {
     uint64_t bytes = lwo_tensor_bytes(y);
     unsigned char *h = (unsigned char *)malloc(bytes);
     lwo_result r;
     lwo_tensor_fill_bytes(c, NULL, y, 0xff);
-    r = linear(c, x, w, y);
+    r = check_linear(c, x, w, y);
     if (!r) r = lwo_tensor_download(c, y, h, bytes);
     CHECK(r == LWO_SUCCESS, "lwo_linear: %s", lwo_last_error(c));
     if (r) memset(h, 0xee, bytes);
@@ -120,9 +113,9 @@ static double per_call_ms(lwo_context *c, lwo_weight *w, lwo_tensor *x, lwo_tens
     float ms = 0;
     int i;
     lwo_event_create(c, &a); lwo_event_create(c, &b);
-    for (i = 0; i < 5; i++) linear(c, x, w, y);
+    for (i = 0; i < 5; i++) check_linear(c, x, w, y);
     lwo_event_record(c, a, NULL);
-    for (i = 0; i < 50; i++) linear(c, x, w, y);
+    for (i = 0; i < 50; i++) check_linear(c, x, w, y);
     lwo_event_record(c, b, NULL);
     lwo_event_synchronize(c, b);
     lwo_event_elapsed_ms(c, a, b, &ms);
@@ -192,7 +185,7 @@ int main(void) {
                 lwo_context_get_stats(G, &s0);
                 lwo_tensor_fill_bytes(G, NULL, yg, 0xff);
                 r = lwo_graph_capture_begin(G);
-                if (!r) r = linear(G, xg, w.g, yg);
+                if (!r) r = check_linear(G, xg, w.g, yg);
                 if (!r) r = lwo_graph_capture_end(G, &g);
                 if (!r) r = lwo_graph_launch(G, g);
                 if (!r) r = lwo_tensor_download(G, yg, a, 7 * 200 * 4);

@@ -40,13 +40,6 @@ static lwo_dtype x_dtype(lwo_format f) { return f == LWO_FORMAT_F16 ? LWO_DTYPE_
 
 static void quiet(void *u, lwo_log_level l, const char *m) { (void)u; if (l <= LWO_LOG_ERROR) printf("  [lwo] %s\n", m); }
 
-/* lwo_linear on the compute stream, the weight's own bias. */
-static lwo_result linear(lwo_context *c, const lwo_tensor *x, const lwo_weight *w, lwo_tensor *y) {
-    lwo_linear_desc ld;
-    memset(&ld, 0, sizeof ld);
-    ld.x = x; ld.w = w; ld.y = y;
-    return lwo_linear(c, &ld);
-}
 
 /* Random weights, quantized on the CPU by lwo's references into the stored format. */
 static void make_data(lwo_format f) {
@@ -163,7 +156,7 @@ static lwo_result run_pass(stack *s, uint64_t M, float *out) {
     }
     if ((r = lwo_pass_begin(s->ctx)) != 0) goto done;
     for (l = 0; l < LAYERS; l++)
-        if ((r = linear(s->ctx, xv[l], s->w[l], yv[l])) != 0) { lwo_pass_abort(s->ctx); goto done; }
+        if ((r = check_linear(s->ctx, xv[l], s->w[l], yv[l])) != 0) { lwo_pass_abort(s->ctx); goto done; }
     if ((r = lwo_pass_end(s->ctx)) != 0) goto done;
     for (l = 0; l < LAYERS && out; l++) {
         if ((r = lwo_tensor_download(s->ctx, yv[l], out, M * shape_n[l] * 4)) != 0) goto done;
@@ -337,7 +330,7 @@ static void inject_failures(lwo_format f, uint64_t budget, int split, float *con
             xs[0] = MAX_ROWS; xs[1] = shape_k[l]; ys[0] = MAX_ROWS; ys[1] = shape_n[l];
             lwo_tensor_wrap(s.ctx, lwo_tensor_device_ptr(s.x[l]), lwo_tensor_dtype(s.x[l]), 2, xs, &xv);
             lwo_tensor_wrap(s.ctx, lwo_tensor_device_ptr(s.y[l]), LWO_DTYPE_F32, 2, ys, &yv);
-            r = linear(s.ctx, xv, s.w[l], yv);
+            r = check_linear(s.ctx, xv, s.w[l], yv);
             lwo_tensor_destroy(s.ctx, xv); lwo_tensor_destroy(s.ctx, yv);
         }
         CHECK(r == LWO_SUCCESS, "%s: the first half of the pass: %s", lwo_format_name(f), lwo_last_error(s.ctx));
@@ -346,7 +339,7 @@ static void inject_failures(lwo_format f, uint64_t budget, int split, float *con
         switch (kind) {
         case 0: case 3:   /* y of the wrong shape */
             lwo_tensor_wrap(s.ctx, lwo_tensor_device_ptr(s.y[3]), LWO_DTYPE_F32, 2, shp, &bad);
-            fr = linear(s.ctx, s.x[3], s.w[3], bad);
+            fr = check_linear(s.ctx, s.x[3], s.w[3], bad);
             CHECK(fr == LWO_ERROR_INVALID_ARGUMENT, "%s: %s is refused: %s", lwo_format_name(f), what[kind], lwo_result_string(fr));
             lwo_tensor_destroy(s.ctx, bad);
             break;

@@ -54,6 +54,13 @@ typedef struct src_t {
 typedef struct src_spec {
     const char *name; int file; lwo_dtype dt; uint64_t N, K; lwo_dtype bias_dt; int smooth; lwo_format fmts[MAXF]; int nfmts;
 } src_spec;
+/* The references on f32 operands (y f32). */
+static void ref_quantize_fp8(const float *src, uint8_t *dst, lwo_dtype fp8, uint64_t n, float scale) { check_ref_quantize_fp8(src, LWO_DTYPE_F32, dst, fp8, n, scale); }
+static void ref_linear(const void *x, lwo_dtype xt, uint64_t ldx, const void *w, lwo_dtype wt, uint64_t ldw, uint64_t M, uint64_t N, uint64_t K,
+                       const float *sx, const float *sw, const float *bias, float *y) {
+    check_ref_linear(x, xt, ldx, w, wt, ldw, M, N, K, sx, sw, bias, y, LWO_DTYPE_F32);
+}
+
 static const src_spec specs[] = {
     { "bf_a", 0, LWO_DTYPE_BF16, 384, 1024, LWO_DTYPE_BF16, 0, { F_BF, F_H, F_E4, F_E5, F_I8, F_W8 }, 6 },
     { "bf_b", 0, LWO_DTYPE_BF16, 200, 328, LWO_DTYPE_INVALID, 0, { F_BF, F_I8, F_E4 }, 3 },
@@ -97,47 +104,8 @@ static void on_log(void *u, lwo_log_level l, const char *m) {
     if (l <= LWO_LOG_WARN) { warnings++; printf("  [lwo] %s\n", m); }
 }
 
-/* lwo_linear on the compute stream, the weight's own bias. */
-static lwo_result linear(lwo_context *ctx, const lwo_tensor *x, const lwo_weight *w, lwo_tensor *y) {
-    lwo_linear_desc ld;
-    memset(&ld, 0, sizeof ld);
-    ld.x = x; ld.w = w; ld.y = y;
-    return lwo_linear(ctx, &ld);
-}
 
-/* lwo_ref_quantize per tensor: n elements of src into fp8 with the given scale. */
-static void ref_quantize_fp8(const float *src, uint8_t *dst, lwo_dtype fp8, uint64_t n, float scale) {
-    lwo_ref_quantize_desc rd;
-    memset(&rd, 0, sizeof rd);
-    rd.src = src; rd.src_dtype = LWO_DTYPE_F32; rd.dst = dst; rd.dst_dtype = fp8; rd.rows = 1; rd.cols = n; rd.scale = scale;
-    lwo_ref_quantize(&rd);
-}
-/* lwo_ref_quantize per row: x [rows, k] into q [rows, kq] of qt (i8 or f8_e4m3), scales [rows]. */
-static void ref_quantize_rows(const void *x, lwo_dtype xt, uint64_t rows, uint64_t k, const float *smooth, void *q, lwo_dtype qt, uint64_t kq,
-                              float *scales) {
-    lwo_ref_quantize_desc rd;
-    memset(&rd, 0, sizeof rd);
-    rd.per_row = 1; rd.src = x; rd.src_dtype = xt; rd.rows = rows; rd.cols = k; rd.smooth = smooth;
-    rd.dst = q; rd.dst_dtype = qt; rd.dst_cols = kq; rd.scales = scales;
-    lwo_ref_quantize(&rd);
-}
-/* lwo_ref_linear of x [M, K] (row stride ldx) and w [N, K] (row stride ldw) into f32 y [M, N]. */
-static void ref_linear(const void *x, lwo_dtype xt, uint64_t ldx, const void *w, lwo_dtype wt, uint64_t ldw, uint64_t M_, uint64_t N, uint64_t K,
-                       const float *sx, const float *sw, const float *bias, float *y) {
-    lwo_ref_linear_desc rd;
-    memset(&rd, 0, sizeof rd);
-    rd.x = x; rd.x_dtype = xt; rd.ldx = ldx; rd.w = w; rd.w_dtype = wt; rd.ldw = ldw; rd.M = M_; rd.N = N; rd.K = K;
-    rd.x_scales = sx; rd.w_scales = sw; rd.bias = bias; rd.y = y; rd.y_dtype = LWO_DTYPE_F32;
-    lwo_ref_linear(&rd);
-}
 
-/* The context's arena use (lwo_context_get_info). */
-static lwo_memory_stats memory_stats(lwo_context *ctx) {
-    lwo_context_info ci;
-    memset(&ci, 0, sizeof ci);
-    lwo_context_get_info(ctx, &ci);
-    return ci.memory;
-}
 
 static lwo_dtype stored_dtype(lwo_format f) {
     switch (f) {
@@ -176,7 +144,7 @@ static void make_src(src_t *s) {
             for (k = 0; k < K; k++) s->sm[k] = (float)(0.5 + 1.5 * check_rand_uniform());
             for (i = 0; i < N; i++) for (k = 0; k < K; k++) W[i * K + k] = W[i * K + k] * s->sm[k];
         }
-        ref_quantize_rows(W, LWO_DTYPE_F32, N, K, NULL, s->w, LWO_DTYPE_I8, K, s->row_scales);
+        check_ref_quantize_rows(W, LWO_DTYPE_F32, N, K, NULL, s->w, LWO_DTYPE_I8, K, s->row_scales);
         for (i = 0; i < N; i++)
             for (k = 0; k < K; k++) {
                 float v = (float)q[i * K + k] * s->row_scales[i];
@@ -280,14 +248,14 @@ static void make_expect(tcase *c) {
         }
         case LWO_FORMAT_INT8:
             c->nscales = N;
-            ref_quantize_rows(wsrc, LWO_DTYPE_F32, N, K, NULL, c->wq, LWO_DTYPE_I8, kp, c->scales);
+            check_ref_quantize_rows(wsrc, LWO_DTYPE_F32, N, K, NULL, c->wq, LWO_DTYPE_I8, kp, c->scales);
             break;
         default: { /* W8A8 e4m3: the smooth of an lwo int8 checkpoint is kept and folded back in */
             float *folded = (float *)malloc(N * K * 4);
             c->smooth = s->sm;
             for (n = 0; n < N; n++) for (k = 0; k < K; k++) folded[n * K + k] = s->sm ? wsrc[n * K + k] * s->sm[k] : wsrc[n * K + k];
             c->nscales = N;
-            ref_quantize_rows(folded, LWO_DTYPE_F32, N, K, NULL, c->wq, LWO_DTYPE_F8_E4M3, kp, c->scales);
+            check_ref_quantize_rows(folded, LWO_DTYPE_F32, N, K, NULL, c->wq, LWO_DTYPE_F8_E4M3, kp, c->scales);
             free(folded);
             break;
         }
@@ -314,10 +282,10 @@ static void make_expect(tcase *c) {
         uint8_t *aq = (uint8_t *)malloc(M * kp);
         float *asc = (float *)malloc(M * 4);
         if (f == LWO_FORMAT_INT8) {
-            ref_quantize_rows(c->x, c->xt, M, K, c->smooth, aq, LWO_DTYPE_I8, kp, asc);
+            check_ref_quantize_rows(c->x, c->xt, M, K, c->smooth, aq, LWO_DTYPE_I8, kp, asc);
             ref_linear(aq, LWO_DTYPE_I8, kp, c->wq, LWO_DTYPE_I8, kp, M, N, kp, asc, c->scales, s->bias_f, c->yref);
         } else {
-            ref_quantize_rows(c->x, c->xt, M, K, c->smooth, aq, LWO_DTYPE_F8_E4M3, kp, asc);
+            check_ref_quantize_rows(c->x, c->xt, M, K, c->smooth, aq, LWO_DTYPE_F8_E4M3, kp, asc);
             ref_linear(aq, LWO_DTYPE_F8_E4M3, kp, c->wq, LWO_DTYPE_F8_E4M3, kp, M, N, kp, asc, c->scales, s->bias_f, c->yref);
         }
         free(aq); free(asc);
@@ -477,7 +445,7 @@ static void run_resident(lwo_safetensors **files) {
         if (x && y) {
             lwo_tensor_upload(ctx, x, c->x, M * c->s->K * 2);
             lwo_tensor_fill_bytes(ctx, NULL, y, 0xff);
-            r = linear(ctx, x, w, y);
+            r = check_linear(ctx, x, w, y);
             CHECK(r == LWO_SUCCESS, "linear %s as %s: %s", c->s->wname, lwo_format_name(c->fmt), lwo_last_error(ctx));
             if (!r && lwo_tensor_download(ctx, y, c->yres, M * c->s->N * 4) == LWO_SUCCESS) {
                 c->have_yres = 1;
@@ -519,7 +487,7 @@ static void run_resident(lwo_safetensors **files) {
         lwo_weight *w = (lwo_weight *)1;
         uint64_t pinned0 = ctx->pinned_bytes;
         size_t refs;
-        m0 = memory_stats(ctx);
+        m0 = check_memory_stats(ctx);
         CHECK(lwo_safetensors_load_weight(ctx, files[0], "nope.weight", LWO_FORMAT_BF16, LWO_PLACE_AUTO, &w) == LWO_ERROR_NOT_FOUND && w == NULL &&
               strstr(lwo_last_error(ctx), "nope.weight"), "missing: %s", lwo_last_error(ctx));
         CHECK(lwo_safetensors_load_weight(ctx, files[0], "i8plain.weight", LWO_FORMAT_INT8, LWO_PLACE_AUTO, &w) == LWO_ERROR_UNSUPPORTED &&
@@ -537,7 +505,7 @@ static void run_resident(lwo_safetensors **files) {
         if (ctx->info.cc_major * 10 + ctx->info.cc_minor < 89)
             CHECK(lwo_safetensors_load_weight(ctx, files[1], "e4_a.weight", LWO_FORMAT_FP8_E4M3_W8A8, LWO_PLACE_AUTO, &w) == LWO_ERROR_UNSUPPORTED &&
                   strstr(lwo_last_error(ctx), "e4_a.weight"), "W8A8 fp8 before sm_89: %s", lwo_last_error(ctx));
-        m1 = memory_stats(ctx);
+        m1 = check_memory_stats(ctx);
         CHECK(w == NULL && m1.in_use == m0.in_use && ctx->weights == NULL && ctx->pinned_bytes == pinned0 && count_regs(ctx, &refs) == 0,
               "failed loads leave nothing (arena %llu -> %llu bytes, %zu registrations)", (unsigned long long)m0.in_use, (unsigned long long)m1.in_use,
               count_regs(ctx, &refs));
@@ -556,9 +524,9 @@ static void run_resident(lwo_safetensors **files) {
         if (lwo_create(&d, &tiny) == LWO_SUCCESS) {
             lwo_memory_stats m0, m1;
             lwo_result r;
-            m0 = memory_stats(tiny);
+            m0 = check_memory_stats(tiny);
             r = lwo_safetensors_load_weight(tiny, files[0], "bf_a.weight", LWO_FORMAT_BF16, LWO_PLACE_STREAMED, &w);
-            m1 = memory_stats(tiny);
+            m1 = check_memory_stats(tiny);
             CHECK(r == LWO_SUCCESS && w && count_regs(tiny, &refs) == 1 && m1.in_use == m0.in_use,
                   "a zero-copy weight under 1 MiB: %s, %zu registrations, arena %llu -> %llu bytes", lwo_last_error(tiny), count_regs(tiny, &refs),
                   (unsigned long long)m0.in_use, (unsigned long long)m1.in_use);
@@ -632,7 +600,7 @@ static void run_streamed(lwo_safetensors **files, int passes) {
         lwo_result r = LWO_SUCCESS;
         for (i = 0; i < nw; i++) lwo_tensor_fill_bytes(ctx, NULL, y[i], 0xff);
         r = lwo_pass_begin(ctx);
-        for (i = 0; i < nw && !r; i++) r = linear(ctx, x[i / 2], w[i], y[i]);
+        for (i = 0; i < nw && !r; i++) r = check_linear(ctx, x[i / 2], w[i], y[i]);
         if (!r) r = lwo_pass_end(ctx);
         CHECK(r == LWO_SUCCESS, "streamed pass %d: %s", pass, lwo_last_error(ctx));
         if (r) { ok = 0; break; }

@@ -38,13 +38,6 @@ static int home_mode;
 
 static void quiet(void *u, lwo_log_level l, const char *m) { (void)u; if (l <= LWO_LOG_WARN) printf("  [lwo] %s\n", m); }
 
-/* The context's arena use (lwo_context_get_info). */
-static lwo_memory_stats memory_stats(lwo_context *c) {
-    lwo_context_info ci;
-    memset(&ci, 0, sizeof ci);
-    lwo_context_get_info(c, &ci);
-    return ci.memory;
-}
 
 static lwo_result spin(run_ctx *rc, lwo__CUstream s, unsigned long long cycles) {
     lwo__CUfunction fn;
@@ -379,7 +372,7 @@ int main(void) {
                        ts.ring_bytes / 1048576.0, ts.resident_bytes / 1048576.0, ts.plan_predicted_ms, ts.plan_predicted_wait_ms, rc.ctx->stats.last_pass_ms);
         }
         lwo_context_get_stats(rc.ctx, &st);
-        mem = memory_stats(rc.ctx);
+        mem = check_memory_stats(rc.ctx);
         rc.ctx->cu.cuMemGetInfo(&fr1, &tot);
         /* copies run one at a time, in use order, over however many offload streams */
         CHECK(rc.ctx->engine->xfer_overlap_ms < 1e-3, "%d offload streams: copies ran beside each other for %.4f ms", ns, rc.ctx->engine->xfer_overlap_ms);

@@ -44,35 +44,6 @@ static const char *tpath(const char *name) {
     return buf[k];
 }
 
-/* The calls the tests make often, through their descs. */
-static lwo_result st_open_many(const char *const *paths, size_t n, lwo_safetensors **out) {
-    lwo_safetensors_desc d;
-    memset(&d, 0, sizeof d);
-    d.paths = paths;
-    d.path_count = n;
-    return lwo_safetensors_create(&d, out);
-}
-static lwo_result st_convert(const lwo_safetensors_tensor *t, lwo_format format, void *buf, uint64_t buf_bytes, float *scales,
-                             uint64_t scales_count, lwo_safetensors_converted *out) {
-    lwo_safetensors_convert_desc d;
-    memset(&d, 0, sizeof d);
-    d.tensor = t; d.format = format; d.buf = buf; d.buf_bytes = buf_bytes; d.scales = scales; d.scales_count = scales_count;
-    return lwo_safetensors_convert(&d, out);
-}
-static lwo_result ref_quantize_int8_rows(const void *w, lwo_dtype wt, uint64_t rows, uint64_t k, const float *smooth, int8_t *q,
-                                         uint64_t kq, float *scales) {
-    lwo_ref_quantize_desc d;
-    memset(&d, 0, sizeof d);
-    d.per_row = 1; d.src = w; d.src_dtype = wt; d.rows = rows; d.cols = k; d.smooth = smooth;
-    d.dst = q; d.dst_dtype = LWO_DTYPE_I8; d.dst_cols = kq; d.scales = scales;
-    return lwo_ref_quantize(&d);
-}
-static lwo_result ref_quantize_fp8(const void *src, lwo_dtype st, uint8_t *dst, lwo_dtype fp8, uint64_t n, float scale) {
-    lwo_ref_quantize_desc d;
-    memset(&d, 0, sizeof d);
-    d.src = src; d.src_dtype = st; d.dst = dst; d.dst_dtype = fp8; d.rows = 1; d.cols = n; d.scale = scale;
-    return lwo_ref_quantize(&d);
-}
 
 /* ---- a file from a header string and n data bytes (pattern), in memory ---- */
 static uint8_t *mk(const char *header, size_t hlen, size_t ndata, size_t *size) {
@@ -398,12 +369,12 @@ static void test_roundtrip(void) {
         CHECK(check_st_write(tpath("s0.safetensors"), a, 1, ka, va, 1, err, sizeof err) == LWO_SUCCESS, "%s", err);
         CHECK(check_st_write(tpath("s1.safetensors"), b2, 1, ka, vb, 1, err, sizeof err) == LWO_SUCCESS, "%s", err);
         paths[0] = tpath("s0.safetensors"); paths[1] = tpath("s1.safetensors");
-        CHECK(st_open_many(paths, 2, &f) == LWO_SUCCESS, "open_many: %s", lwo_safetensors_last_error(f));
+        CHECK(check_st_open_many(paths, 2, &f) == LWO_SUCCESS, "open_many: %s", lwo_safetensors_last_error(f));
         CHECK(lwo_safetensors_count(f) == 2 && lwo_safetensors_find(f, "shard1.w") && lwo_safetensors_find(f, "shard1.w")->shard == 1, "lookup across shards");
         CHECK(lwo_safetensors_metadata_find(f, "format") && strcmp(lwo_safetensors_metadata_find(f, "format"), "first") == 0, "first shard's metadata wins");
         lwo_safetensors_destroy(f);
         paths[1] = tpath("s0.safetensors");
-        CHECK(st_open_many(paths, 2, &f) == LWO_ERROR_BAD_FILE && strstr(lwo_safetensors_last_error(f), "shard0.w"), "duplicate across shards: %s", lwo_safetensors_last_error(f));
+        CHECK(check_st_open_many(paths, 2, &f) == LWO_ERROR_BAD_FILE && strstr(lwo_safetensors_last_error(f), "shard0.w"), "duplicate across shards: %s", lwo_safetensors_last_error(f));
         lwo_safetensors_destroy(f);
     }
     for (i = 0; i < n; i++) free(bufs[i]);
@@ -576,18 +547,18 @@ static void test_convert(void) {
         float scales[R];
         int8_t q[R * C];
         /* zero copy */
-        CHECK(st_convert(tf, LWO_FORMAT_F32, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.zero_copy && c.data == tf->data && !c.owned_data, "f32 -> f32 zero copy");
-        CHECK(st_convert(tb, LWO_FORMAT_KEEP, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.zero_copy && c.data == tb->data && c.dtype == LWO_DTYPE_BF16, "keep zero copy");
+        CHECK(check_st_convert(tf, LWO_FORMAT_F32, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.zero_copy && c.data == tf->data && !c.owned_data, "f32 -> f32 zero copy");
+        CHECK(check_st_convert(tb, LWO_FORMAT_KEEP, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.zero_copy && c.data == tb->data && c.dtype == LWO_DTYPE_BF16, "keep zero copy");
         /* to bf16 / f16 / f32 */
-        CHECK(st_convert(tf, LWO_FORMAT_BF16, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.owned_data && c.bytes == R * C * 2, "f32 -> bf16");
+        CHECK(check_st_convert(tf, LWO_FORMAT_BF16, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.owned_data && c.bytes == R * C * 2, "f32 -> bf16");
         for (bad = 0, i = 0; i < R * C; i++) { uint16_t h; memcpy(&h, (const uint8_t *)c.data + 2 * i, 2); if (h != ref_half(src[i], 1)) bad++; }
         CHECK(bad == 0, "bf16 values: %d wrong", bad);
         lwo_safetensors_converted_destroy(&c);
-        CHECK(st_convert(td, LWO_FORMAT_F16, NULL, 0, NULL, 0, &c) == LWO_SUCCESS, "f64 -> f16");
+        CHECK(check_st_convert(td, LWO_FORMAT_F16, NULL, 0, NULL, 0, &c) == LWO_SUCCESS, "f64 -> f16");
         for (bad = 0, i = 0; i < R * C; i++) { uint16_t h; memcpy(&h, (const uint8_t *)c.data + 2 * i, 2); if (h != ref_half(src[i], 0)) bad++; }
         CHECK(bad == 0, "f16 values: %d wrong", bad);
         lwo_safetensors_converted_destroy(&c);
-        CHECK(st_convert(tb, LWO_FORMAT_F32, NULL, 0, NULL, 0, &c) == LWO_SUCCESS, "bf16 -> f32");
+        CHECK(check_st_convert(tb, LWO_FORMAT_F32, NULL, 0, NULL, 0, &c) == LWO_SUCCESS, "bf16 -> f32");
         for (bad = 0, i = 0; i < R * C; i++) { float v; uint32_t u = (uint32_t)src_bf[i] << 16; float e; memcpy(&e, &u, 4); memcpy(&v, (const uint8_t *)c.data + 4 * i, 4); if (v != e) bad++; }
         CHECK(bad == 0, "f32 values: %d wrong", bad);
         lwo_safetensors_converted_destroy(&c);
@@ -598,7 +569,7 @@ static void test_convert(void) {
                 float amax = 0, s;
                 for (i = 0; i < R * C; i++) if (fabsf(src[i]) > amax) amax = fabsf(src[i]);
                 s = amax / (e5 ? 57344.0f : 448.0f);
-                CHECK(st_convert(tf, e5 ? LWO_FORMAT_FP8_E5M2 : LWO_FORMAT_FP8_E4M3, NULL, 0, NULL, 0, &c) == LWO_SUCCESS, "-> fp8");
+                CHECK(check_st_convert(tf, e5 ? LWO_FORMAT_FP8_E5M2 : LWO_FORMAT_FP8_E4M3, NULL, 0, NULL, 0, &c) == LWO_SUCCESS, "-> fp8");
                 CHECK(c.scale == s, "fp8 scale %g != %g", c.scale, s);
                 for (bad = 0, i = 0; i < R * C; i++) if (((const uint8_t *)c.data)[i] != ref_fp8(src[i] * (1.0f / s), e5)) bad++; /* the kernels' reciprocal */
                 CHECK(bad == 0, "fp8 e5m2=%d values: %d wrong", e5, bad);
@@ -606,9 +577,9 @@ static void test_convert(void) {
             }
         }
         /* int8 rows into caller buffers */
-        CHECK(st_convert(tf, LWO_FORMAT_INT8, q, sizeof q, scales, R - 1, &c) == LWO_ERROR_INVALID_ARGUMENT, "scales too small");
-        CHECK(st_convert(tf, LWO_FORMAT_INT8, q, sizeof q - 1, scales, R, &c) == LWO_ERROR_INVALID_ARGUMENT, "buffer too small");
-        CHECK(st_convert(tf, LWO_FORMAT_INT8, q, sizeof q, scales, R, &c) == LWO_SUCCESS && c.data == q && c.row_scales == scales && !c.owned_data && !c.owned_scales, "-> int8");
+        CHECK(check_st_convert(tf, LWO_FORMAT_INT8, q, sizeof q, scales, R - 1, &c) == LWO_ERROR_INVALID_ARGUMENT, "scales too small");
+        CHECK(check_st_convert(tf, LWO_FORMAT_INT8, q, sizeof q - 1, scales, R, &c) == LWO_ERROR_INVALID_ARGUMENT, "buffer too small");
+        CHECK(check_st_convert(tf, LWO_FORMAT_INT8, q, sizeof q, scales, R, &c) == LWO_SUCCESS && c.data == q && c.row_scales == scales && !c.owned_data && !c.owned_scales, "-> int8");
         CHECK(c.rows == R && c.cols == C, "int8 layout");
         for (bad = 0, i = 0; i < R; i++) {
             float amax = 0, s;
@@ -630,16 +601,16 @@ static void test_convert(void) {
             float s2[R];
             uint8_t f8[R * C];
             float s8 = lwo_ref_fp8_scale(src, LWO_DTYPE_F32, R * C, LWO_DTYPE_F8_E4M3);
-            ref_quantize_int8_rows(src, LWO_DTYPE_F32, R, C, NULL, q2, C, s2);
+            check_ref_quantize_int8_rows(src, LWO_DTYPE_F32, R, C, NULL, q2, C, s2);
             CHECK(memcmp(q2, q, sizeof q) == 0 && memcmp(s2, scales, sizeof s2) == 0, "int8 conversion equals lwo_ref_quantize per row");
-            ref_quantize_fp8(src, LWO_DTYPE_F32, f8, LWO_DTYPE_F8_E4M3, R * C, s8);
-            CHECK(st_convert(tf, LWO_FORMAT_FP8_E4M3, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.scale == s8 && memcmp(c.data, f8, sizeof f8) == 0,
+            check_ref_quantize_fp8(src, LWO_DTYPE_F32, f8, LWO_DTYPE_F8_E4M3, R * C, s8);
+            CHECK(check_st_convert(tf, LWO_FORMAT_FP8_E4M3, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.scale == s8 && memcmp(c.data, f8, sizeof f8) == 0,
                   "e4m3 conversion equals lwo_ref_fp8_scale + lwo_ref_quantize");
             lwo_safetensors_converted_destroy(&c);
         }
-        CHECK(st_convert(lwo_safetensors_find(f, "zero"), LWO_FORMAT_FP8_E4M3, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.scale == 1.0f, "all-zero fp8 scale 1");
+        CHECK(check_st_convert(lwo_safetensors_find(f, "zero"), LWO_FORMAT_FP8_E4M3, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.scale == 1.0f, "all-zero fp8 scale 1");
         lwo_safetensors_converted_destroy(&c);
-        CHECK(st_convert(tf, (lwo_format)99, NULL, 0, NULL, 0, &c) == LWO_ERROR_INVALID_ARGUMENT, "bad target");
+        CHECK(check_st_convert(tf, (lwo_format)99, NULL, 0, NULL, 0, &c) == LWO_ERROR_INVALID_ARGUMENT, "bad target");
         {   /* NaN: skipped by absmax, int8 0, fp8 NaN */
             float v4[4];
             lwo_safetensors_tensor t;
@@ -648,9 +619,9 @@ static void test_convert(void) {
             v4[0] = (float)NAN; v4[1] = 1.0f; v4[2] = -2.0f; v4[3] = 0.0f;
             memset(&t, 0, sizeof t);
             t.name = "nan"; t.dtype = LWO_DTYPE_F32; t.ndim = 2; t.shape[0] = 1; t.shape[1] = 4; t.numel = 4; t.bytes = 16; t.data = v4;
-            CHECK(st_convert(&t, LWO_FORMAT_INT8, q4, 4, s4, 1, &c) == LWO_SUCCESS && s4[0] == 2.0f / 127.0f &&
+            CHECK(check_st_convert(&t, LWO_FORMAT_INT8, q4, 4, s4, 1, &c) == LWO_SUCCESS && s4[0] == 2.0f / 127.0f &&
                   q4[0] == 0 && q4[1] == 64 && q4[2] == -127 && q4[3] == 0, "int8 with a NaN: %d %d %d %d", q4[0], q4[1], q4[2], q4[3]);
-            CHECK(st_convert(&t, LWO_FORMAT_FP8_E5M2, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.scale == 2.0f / 57344.0f &&
+            CHECK(check_st_convert(&t, LWO_FORMAT_FP8_E5M2, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.scale == 2.0f / 57344.0f &&
                   (((const uint8_t *)c.data)[0] & 0x7f) == 0x7f && ((const uint8_t *)c.data)[2] == 0xfb, "e5m2 with a NaN");
             lwo_safetensors_converted_destroy(&c);
         }
@@ -726,7 +697,7 @@ static void test_quant(void) {
         CHECK(lwo_safetensors_get_quant_info(f, "m.weight", &qi) == LWO_ERROR_BAD_FILE, "wrong scale shape: %s", lwo_safetensors_last_error(f));
         {   /* zero copy of the file's int8 */
             lwo_safetensors_converted c;
-            CHECK(st_convert(lwo_safetensors_find(f, "l.weight"), LWO_FORMAT_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.zero_copy && !c.row_scales, "int8 zero copy");
+            CHECK(check_st_convert(lwo_safetensors_find(f, "l.weight"), LWO_FORMAT_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.zero_copy && !c.row_scales, "int8 zero copy");
         }
         lwo_safetensors_destroy(f);
     }
@@ -1055,12 +1026,12 @@ static void test_hostile_shapes(void) {
         t = lwo_safetensors_find(f, "w");
         CHECK(t && t->numel == 0 && t->bytes == 0, "%s: no elements", want);
         if (!t) { lwo_safetensors_destroy(f); free(b); continue; }
-        CHECK(st_convert(t, LWO_FORMAT_INT8, NULL, 0, NULL, 0, &c) == LWO_ERROR_BAD_FILE && !c.data && !c.owned_scales,
+        CHECK(check_st_convert(t, LWO_FORMAT_INT8, NULL, 0, NULL, 0, &c) == LWO_ERROR_BAD_FILE && !c.data && !c.owned_scales,
               "%s -> int8 refused: %s", want, c.error);
         CHECK(strstr(c.error, "\"w\"") && strstr(c.error, want) && strstr(c.error, "row scales"), "the message names the tensor and its shape: %s", c.error);
-        CHECK(st_convert(t, LWO_FORMAT_INT8, sc, 0, sc, 1, &c) == LWO_ERROR_BAD_FILE, "%s: refused with the caller's buffers too", want);
+        CHECK(check_st_convert(t, LWO_FORMAT_INT8, sc, 0, sc, 1, &c) == LWO_ERROR_BAD_FILE, "%s: refused with the caller's buffers too", want);
         for (fmt = 0; fmt < (int)(sizeof empty_ok / sizeof *empty_ok); fmt++) {
-            CHECK(st_convert(t, empty_ok[fmt], NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.bytes == 0 && !c.error[0],
+            CHECK(check_st_convert(t, empty_ok[fmt], NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.bytes == 0 && !c.error[0],
                   "%s -> %s: nothing to convert (%s)", want, lwo_format_name(empty_ok[fmt]), c.error);
             lwo_safetensors_converted_destroy(&c);
         }
@@ -1079,17 +1050,17 @@ static void test_hostile_shapes(void) {
         uint8_t *b;
         lwo_safetensors *f = open_header(hs, strlen(hs), 16, &b, LWO_SUCCESS, "edges");
         lwo_safetensors_converted c;
-        CHECK(st_convert(lwo_safetensors_find(f, "a"), LWO_FORMAT_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS &&
+        CHECK(check_st_convert(lwo_safetensors_find(f, "a"), LWO_FORMAT_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS &&
               c.rows == 1 && c.cols == 0 && c.row_scales && c.row_scales[0] == 1.0f, "[1, 0] -> one row of scale 1: %s", c.error);
         lwo_safetensors_converted_destroy(&c);
-        CHECK(st_convert(lwo_safetensors_find(f, "c"), LWO_FORMAT_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.rows == 0, "[0, 5] -> no rows");
+        CHECK(check_st_convert(lwo_safetensors_find(f, "c"), LWO_FORMAT_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.rows == 0, "[0, 5] -> no rows");
         lwo_safetensors_converted_destroy(&c);
-        CHECK(st_convert(lwo_safetensors_find(f, "d"), LWO_FORMAT_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.rows == 1, "[0] -> one row");
+        CHECK(check_st_convert(lwo_safetensors_find(f, "d"), LWO_FORMAT_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.rows == 1, "[0] -> one row");
         lwo_safetensors_converted_destroy(&c);
-        CHECK(st_convert(lwo_safetensors_find(f, "e"), LWO_FORMAT_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.rows == 2 && c.cols == 2, "[2, 2]");
+        CHECK(check_st_convert(lwo_safetensors_find(f, "e"), LWO_FORMAT_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.rows == 2 && c.cols == 2, "[2, 2]");
         lwo_safetensors_converted_destroy(&c);
-        CHECK(st_convert(NULL, LWO_FORMAT_INT8, NULL, 0, NULL, 0, &c) == LWO_ERROR_INVALID_ARGUMENT && c.error[0], "NULL tensor says why");
-        CHECK(st_convert(lwo_safetensors_find(f, "e"), (lwo_format)99, NULL, 0, NULL, 0, &c) == LWO_ERROR_INVALID_ARGUMENT &&
+        CHECK(check_st_convert(NULL, LWO_FORMAT_INT8, NULL, 0, NULL, 0, &c) == LWO_ERROR_INVALID_ARGUMENT && c.error[0], "NULL tensor says why");
+        CHECK(check_st_convert(lwo_safetensors_find(f, "e"), (lwo_format)99, NULL, 0, NULL, 0, &c) == LWO_ERROR_INVALID_ARGUMENT &&
               strstr(c.error, "99"), "bad target says why: %s", c.error);
         lwo_safetensors_destroy(f);
         free(b);
@@ -1271,7 +1242,7 @@ static void test_special_files(void) {
     {
         const char *paths[2];
         paths[0] = tpath("long.safetensors"); paths[1] = fifo;
-        CHECK(st_open_many(paths, 2, &f) == LWO_ERROR_IO && strstr(lwo_safetensors_last_error(f), "a FIFO"), "a FIFO among shards: %s", lwo_safetensors_last_error(f));
+        CHECK(check_st_open_many(paths, 2, &f) == LWO_ERROR_IO && strstr(lwo_safetensors_last_error(f), "a FIFO"), "a FIFO among shards: %s", lwo_safetensors_last_error(f));
         lwo_safetensors_destroy(f);
     }
     alarm(0);
