@@ -84,7 +84,7 @@ venv: $(VENV)/.ok
 
 # ---- make test: everything that runs without a GPU ---------------------------------------------
 test: check-embed win-build $(B)/hello $(B)/hello-clang $(B)/hello-cxx $(B)/diffuse $(B)/diffuse-clang $(B)/diffuse-cxx $(B)/bench_dit $(B)/test_dit_kernels $(B)/test_dit_selftest $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/dump_codecs $(VENV)/.ok
-	LWO_CACHE_DIR=$(B)/cache LWO_PY=$(VPY) tests/run.sh $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/test_dit_kernels tests/check_mldtypes.sh tests/check_hello_nogpu.sh tests/check_diffuse.sh tests/check_safetensors_py.sh tests/check_fuzz_safetensors.sh tests/check_bench_gemm_table.sh tests/check_gpu_stamp.sh tests/check_windows.sh
+	LWO_CACHE_DIR=$(B)/cache LWO_PY=$(VPY) tests/run.sh $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/test_dit_kernels tests/check_mldtypes.sh tests/check_hello_nogpu.sh tests/check_diffuse.sh tests/check_safetensors_py.sh tests/check_fuzz_safetensors.sh tests/check_bench_gemm_table.sh tests/check_gpu_stamp.sh tests/check_layout.py tests/check_windows.sh
 
 # ---- Windows: the header and the CPU tests cross-compiled with mingw-w64 (C and C++), run under --
 # Wine (tests/check_windows.sh). Part of make test; alone: make test-windows. tests/windows_tools.sh

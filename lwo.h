@@ -438,6 +438,13 @@ LWO_API lwo_result lwo_weight_get_info(lwo_context *ctx, const lwo_weight *w, lw
    resident when the weight streams). Needs no context: what a caller sizes its budget with before
    lwo_create. 0 for a desc lwo_weight_create would reject for its shape or format. */
 LWO_API uint64_t lwo_weight_device_bytes(const lwo_weight_desc *desc);
+/* The VRAM lwo_streaming_plan reserves for lwo_linear on weights made from descs[0..count), x of up
+   to max_rows rows (16-byte aligned), on this context's device: the workspace the largest call
+   needs (W8A8: the quantized rows and their scales; fp8 upcast: the upcast weight; x padded to kpad
+   when cols % 8 != 0), plus on sm_90a the GEMMs' split area when some call of those shapes would
+   share its last rounds out along K (lwo_desc.gemm_split). Both are shared by every call, so this is
+   the largest need, not a sum. max_rows 0: the least a call needs (64 rows at a time). */
+LWO_API uint64_t lwo_linear_workspace_bytes(lwo_context *ctx, const lwo_weight_desc *descs, size_t count, uint64_t max_rows);
 
 /* ==== Public API 10. Streaming ================================================================ */
 /* Which weights stay resident and how large a staging ring the rest stream through, under a budget.
@@ -553,13 +560,6 @@ typedef struct lwo_linear_desc {
     lwo_tensor *y;             /* required */
 } lwo_linear_desc;
 LWO_API lwo_result lwo_linear(lwo_context *ctx, const lwo_linear_desc *desc);
-/* The VRAM lwo_streaming_plan reserves for lwo_linear on weights made from descs[0..count), x of up
-   to max_rows rows (16-byte aligned), on this context's device: the workspace the largest call
-   needs (W8A8: the quantized rows and their scales; fp8 upcast: the upcast weight; x padded to kpad
-   when cols % 8 != 0), plus on sm_90a the GEMMs' split area when some call of those shapes would
-   share its last rounds out along K (lwo_desc.gemm_split). Both are shared by every call, so this is
-   the largest need, not a sum. max_rows 0: the least a call needs (64 rows at a time). */
-LWO_API uint64_t lwo_linear_workspace_bytes(lwo_context *ctx, const lwo_weight_desc *descs, size_t count, uint64_t max_rows);
 
 /* A whole pass, streamed transfers included, as one CUDA graph: capture begins after the compute
    stream is idle and records everything enqueued on it (and the transfers it waits on) until
@@ -4092,6 +4092,36 @@ struct lwo_weight {
 };
 #define LWO__MAGIC_WEIGHT 0x6c776f57u
 
+/* A weight's graph cache (lwo_linear's, section 11, captures and replays them): one cached
+   quantize + GEMM chain of lwo_linear a slot. N and K are the weight's; the rest of what picks
+   the kernels and their grids is the key, so a later call at the key only changes arguments. */
+typedef struct lwo__lgraph {
+    int used;                   /* 0: a free slot */
+    uint64_t M;
+    int xdt, ydt, bias_kind;    /* bias_kind -1: no bias */
+    int y16;                    /* y 16-byte aligned (the Hopper GEMM needs it) */
+    uint64_t stamp;
+    lwo__CUgraph graph;
+    lwo__CUgraphExec exec;
+    lwo__lsink nodes;           /* the kernel nodes in launch order */
+    int nnodes;                 /* how many the capture made */
+} lwo__lgraph;
+
+static int lwo__graph_slots(const lwo_context *ctx) { return ctx->desc.graph_cache > 0 ? ctx->desc.graph_cache : 4; }
+static void lwo__lgraph_drop(lwo_context *ctx, lwo__lgraph *g) {
+    if (!g->used) return;
+    if (g->exec) ctx->cu.cuGraphExecDestroy(g->exec);
+    if (g->graph) ctx->cu.cuGraphDestroy(g->graph);
+    memset(g, 0, sizeof *g);
+}
+static void lwo__weight_graphs_free(lwo_context *ctx, lwo_weight *w) {
+    int i;
+    if (!w->graphs) return;
+    for (i = 0; i < lwo__graph_slots(ctx); i++) lwo__lgraph_drop(ctx, &w->graphs[i]);
+    LWO_FREE(w->graphs);
+    w->graphs = NULL;
+}
+
 #define LWO__KPAD 64u
 
 LWO_DEF const char *lwo_format_name(lwo_format f) {
@@ -4199,11 +4229,11 @@ static lwo_result lwo__weight_validate(lwo_context *ctx, const lwo_weight_desc *
     return LWO_SUCCESS;
 }
 
-/* Frees what the weight holds; its graphs (section 11) are dropped first by lwo_weight_destroy. */
 static void lwo__weight_free(lwo_context *ctx, lwo_weight *w) {
     int p;
     if (w->prev) w->prev->next = w->next; else if (ctx->weights == w) ctx->weights = w->next;
     if (w->next) w->next->prev = w->prev;
+    lwo__weight_graphs_free(ctx, w);
     if (w->item) lwo__item_kill(ctx, w->item);
     for (p = 0; p < 3; p++) if (w->homes[p].kind) lwo__home_free(ctx, &w->homes[p]);
     if (w->data) lwo__tensor_free(ctx, w->data);
@@ -4471,6 +4501,14 @@ static lwo_result lwo__check_weight(lwo_context *ctx, const lwo_weight *w) {
     if (w->magic != LWO__MAGIC_WEIGHT) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'w' is not a live lwo_weight");
     if (w->ctx != ctx) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'w' belongs to another lwo_context");
     return LWO_SUCCESS;
+}
+
+LWO_DEF void lwo_weight_destroy(lwo_context *ctx, lwo_weight *w) {
+    if (!ctx || ctx->magic != LWO__MAGIC_CTX || !w) return;
+    if (lwo__check_weight(ctx, w)) { lwo__log(ctx, LWO_LOG_WARN, "lwo_weight_destroy: %s", ctx->error); return; }
+    /* queued lwo_linear calls may still read it: the stream-ordered arena reuse needs the device idle */
+    if (ctx->cu.cuCtxSetCurrent && ctx->cuctx) { ctx->cu.cuCtxSetCurrent(ctx->cuctx); ctx->cu.cuCtxSynchronize(); }
+    lwo__weight_free(ctx, w);
 }
 
 LWO_DEF lwo_result lwo_weight_get_info(lwo_context *ctx, const lwo_weight *w, lwo_weight_info *out) {
@@ -5827,36 +5865,8 @@ LWO_DEF lwo_result lwo_weight_release(lwo_context *ctx, lwo_stream *stream, cons
 }
 
 /* ==== 11. Linear and graphs ================================================================== */
-/* lwo_linear: the workspace, the W8A8 chain and its per-shape graph cache, the paths by
-   format; then whole-pass graphs, and lwo_weight_destroy, which drops a weight's graphs. */
-/* One cached quantize + GEMM chain of lwo_linear. N and K are the weight's; the rest of what picks
-   the kernels and their grids is the key, so a later call at the key only changes arguments. */
-typedef struct lwo__lgraph {
-    int used;                   /* 0: a free slot */
-    uint64_t M;
-    int xdt, ydt, bias_kind;    /* bias_kind -1: no bias */
-    int y16;                    /* y 16-byte aligned (the Hopper GEMM needs it) */
-    uint64_t stamp;
-    lwo__CUgraph graph;
-    lwo__CUgraphExec exec;
-    lwo__lsink nodes;           /* the kernel nodes in launch order */
-    int nnodes;                 /* how many the capture made */
-} lwo__lgraph;
-
-static int lwo__graph_slots(const lwo_context *ctx) { return ctx->desc.graph_cache > 0 ? ctx->desc.graph_cache : 4; }
-static void lwo__lgraph_drop(lwo_context *ctx, lwo__lgraph *g) {
-    if (!g->used) return;
-    if (g->exec) ctx->cu.cuGraphExecDestroy(g->exec);
-    if (g->graph) ctx->cu.cuGraphDestroy(g->graph);
-    memset(g, 0, sizeof *g);
-}
-static void lwo__weight_graphs_free(lwo_context *ctx, lwo_weight *w) {
-    int i;
-    if (!w->graphs) return;
-    for (i = 0; i < lwo__graph_slots(ctx); i++) lwo__lgraph_drop(ctx, &w->graphs[i]);
-    LWO_FREE(w->graphs);
-    w->graphs = NULL;
-}
+/* lwo_linear: the workspace, the W8A8 chain and its per-shape graphs, the paths by format; then
+   whole passes as graphs. */
 /* Grows the workspace to `bytes`. Growing waits for the device, since queued GEMMs may still read
    the old block; where the arena has no room the old block stays (same size, maybe moved). */
 static lwo_result lwo__workspace_grow(lwo_context *ctx, uint64_t bytes) {
@@ -6239,15 +6249,6 @@ LWO_DEF lwo_result lwo_pass_abort(lwo_context *ctx) {
     LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
     for (k = 0; k < e->nstreams; k++) LWO__CU(ctx, cuStreamSynchronize(e->streams[k]));
     return LWO_SUCCESS;
-}
-
-LWO_DEF void lwo_weight_destroy(lwo_context *ctx, lwo_weight *w) {
-    if (!ctx || ctx->magic != LWO__MAGIC_CTX || !w) return;
-    if (lwo__check_weight(ctx, w)) { lwo__log(ctx, LWO_LOG_WARN, "lwo_weight_destroy: %s", ctx->error); return; }
-    /* queued lwo_linear calls may still read it: the stream-ordered arena reuse needs the device idle */
-    if (ctx->cu.cuCtxSetCurrent && ctx->cuctx) { ctx->cu.cuCtxSetCurrent(ctx->cuctx); ctx->cu.cuCtxSynchronize(); }
-    lwo__weight_graphs_free(ctx, w);
-    lwo__weight_free(ctx, w);
 }
 
 /* ==== 12. safetensors: the reader and the writer ============================================= */
