@@ -5089,7 +5089,7 @@ typedef struct lwo__engine {
     int joined[LWO__MAX_OFFLOAD];        /* stream k has joined the open capture */
     uint32_t *order, *learning; /* use order (item ids) and the one being learned */
     size_t norder, nlearning, caplearning, pos;
-    int order_known, in_pass, capturing;
+    int order_known, in_pass;
     uint64_t fill_counter;
     lwo__CUevent fork;     /* joins offload streams into a capture */
     /* the last fill's ready event and its stream (-1: none since the ring was last forgotten): the
