@@ -134,7 +134,9 @@ typedef struct lwo_graph lwo_graph;
    lwo_safetensors_convert) write theirs into an `error` field of the struct they fill. */
 LWO_API const char *lwo_last_error(const lwo_context *ctx);   /* "" if none; valid until the next call */
 
-typedef enum lwo_log_level { LWO_LOG_ERROR = 0, LWO_LOG_WARN, LWO_LOG_INFO, LWO_LOG_DEBUG } lwo_log_level;
+/* PROGRESS: long work under way, so a first start never looks hung (compiling lwo's kernels for
+   a GPU the cache has not seen: seconds to a minute). Shown by default. */
+typedef enum lwo_log_level { LWO_LOG_ERROR = 0, LWO_LOG_WARN, LWO_LOG_PROGRESS, LWO_LOG_INFO, LWO_LOG_DEBUG } lwo_log_level;
 typedef void (*lwo_log_fn)(void *user, lwo_log_level level, const char *message);
 
 /* ==== Public API 4. Modules: your own kernels ================================================ */
@@ -915,7 +917,7 @@ LWO_API lwo_result lwo_context_get_stats(lwo_context *ctx, lwo_stats *out);
 /* Every field's zero value is a documented default: `lwo_desc d = {0};` is a valid desc. */
 typedef struct lwo_desc {
     int device;                /* CUDA device ordinal. Default 0. */
-    int log_level;             /* messages at or below this level reach `log`. 0 = LWO_LOG_WARN. */
+    int log_level;             /* messages at or below this level reach `log`. 0 = LWO_LOG_PROGRESS. */
     uint64_t vram_budget;      /* bytes of VRAM lwo may use, allocated once as its arena at create.
                                   0 = 90% of the device's free memory at create, minus 256 MiB,
                                   rounded down to 2 MiB. */
@@ -1202,6 +1204,7 @@ typedef struct lwo__driver {
 } lwo__driver;
 
 typedef int lwo__nvrtcResult;
+#define LWO__NVRTC_ERROR_INVALID_OPTION 5
 typedef struct lwo__nvrtcProgram_st *lwo__nvrtcProgram;
 
 #define LWO__NVRTC_FUNCS(X)                                                                           \
@@ -1316,6 +1319,7 @@ static void lwo__log(lwo_context *ctx, lwo_log_level level, const char *fmt, ...
     va_end(ap);
     if (ctx->desc.log) ctx->desc.log(ctx->desc.log_user, level, msg);
 #ifndef LWO_NO_STDIO
+    else if (level == LWO_LOG_PROGRESS) fprintf(stderr, "lwo: %s\n", msg);
     else fprintf(stderr, "lwo %s: %s\n", level == LWO_LOG_ERROR ? "error" : level == LWO_LOG_WARN ? "warning" : "info", msg);
 #endif
 }
@@ -2288,12 +2292,21 @@ static lwo_result lwo__nvrtc_compile(const lwo__nvrtc *n, const char *source, co
     opts[nopt++] = archopt;
     opts[nopt++] = "-std=c++17";
     opts[nopt++] = "-default-device";
-    while (extra && *extra && nopt < 23) opts[nopt++] = *extra++;
-    if (n->nvrtcCreateProgram(&p, source, name, 0, NULL, NULL) != 0) {
-        snprintf(err, errcap, "nvrtcCreateProgram failed for '%s'", name);
-        return LWO_ERROR_COMPILE;
+    while (extra && *extra && nopt < 22) opts[nopt++] = *extra++;
+    /* the kernels of a module compiled side by side on every core (lwo's GEMM modules hold a dozen):
+       the first start's wait is the slowest kernel's, not their sum. Measured, NVRTC 13, 2 cores:
+       the s8 GEMMs 17.2 s alone, 11.3-13.0 s split. An NVRTC without the option compiles without it */
+    opts[nopt++] = "-split-compile=0";
+    for (;;) {
+        if (n->nvrtcCreateProgram(&p, source, name, 0, NULL, NULL) != 0) {
+            snprintf(err, errcap, "nvrtcCreateProgram failed for '%s'", name);
+            return LWO_ERROR_COMPILE;
+        }
+        rc = n->nvrtcCompileProgram(p, nopt, opts);
+        if (rc != LWO__NVRTC_ERROR_INVALID_OPTION || strcmp(opts[nopt - 1], "-split-compile=0") != 0) break;
+        n->nvrtcDestroyProgram(&p);
+        nopt--;
     }
-    rc = n->nvrtcCompileProgram(p, nopt, opts);
     n->nvrtcGetProgramLogSize(p, &logn);
     if (rc != 0) {
         char *log = (char *)LWO_MALLOC(logn + 1);
@@ -2461,6 +2474,7 @@ static lwo_result lwo__module_build(lwo_context *ctx, const char *const *parts, 
         char *src;
         size_t i, total = 0;
         lwo_result r;
+        double t0;
         if (!ctx->nvrtc.lib) {
             double t0 = lwo__now_ms();
             r = lwo__nvrtc_load(&ctx->nvrtc, ctx->nvrtc_path, ctx->error, sizeof ctx->error);
@@ -2474,9 +2488,12 @@ static lwo_result lwo__module_build(lwo_context *ctx, const char *const *parts, 
         total = 0;
         for (i = 0; i < nparts; i++) { size_t n = strlen(parts[i]); memcpy(src + total, parts[i], n); total += n; }
         src[total] = 0;
+        t0 = lwo__now_ms();
+        lwo__log(ctx, LWO_LOG_PROGRESS, "compiling %s for %s (the first start on this GPU; the cubin is cached) ...", name, ctx->info.arch);
         r = lwo__nvrtc_compile(&ctx->nvrtc, src, name, ctx->info.arch, opts, &compiled, &csize, ctx->error, sizeof ctx->error);
         LWO_FREE(src);
         if (r) { lwo__log(ctx, LWO_LOG_ERROR, "%s", ctx->error); return r; }
+        lwo__log(ctx, LWO_LOG_PROGRESS, "compiled %s for %s in %.1f s", name, ctx->info.arch, (lwo__now_ms() - t0) / 1000.0);
         cubin = compiled;
         lwo__cache_store(ctx, key, cubin, csize);
     }
@@ -2600,7 +2617,7 @@ static int lwo__gemm_variant_index(const char *variant) {
     return v;
 }
 static lwo_result lwo__gemm_module(lwo_context *ctx, const char *variant, lwo_module **out) {
-    char def[64];
+    char def[64], name[32];
     const char *opts[3];
     const char *parts[sizeof lwo__kernel_source_parts / sizeof *lwo__kernel_source_parts];
     size_t i;
@@ -2612,7 +2629,8 @@ static lwo_result lwo__gemm_module(lwo_context *ctx, const char *variant, lwo_mo
         snprintf(def, sizeof def, "-DLWO_GEMM_VARIANT_%s", variant);
         opts[0] = "--fmad=false"; opts[1] = def; opts[2] = NULL;
         for (i = 0; i < sizeof parts / sizeof *parts; i++) parts[i] = lwo__kernel_source_parts[i];
-        r = lwo__module_build(ctx, parts, sizeof parts / sizeof *parts, "lwo_gemm.cu", opts, &ctx->gemm_modules[v]);
+        snprintf(name, sizeof name, "lwo_gemm_%s.cu", variant);
+        r = lwo__module_build(ctx, parts, sizeof parts / sizeof *parts, name, opts, &ctx->gemm_modules[v]);
         if (r) return r;
         lwo__log(ctx, LWO_LOG_INFO, "GEMM module %s %s in %.1f ms", variant, ctx->gemm_modules[v]->from_cache ? "loaded from cache" : "compiled", lwo__now_ms() - t0);
     }
@@ -7867,7 +7885,7 @@ LWO_DEF lwo_result lwo_context_get_stats(lwo_context *ctx, lwo_stats *out) {
 static lwo_result lwo__desc_defaults(lwo_context *ctx, const lwo_desc *in) {
     char buf[4096];
     ctx->desc = *in;
-    if (ctx->desc.log_level == 0) ctx->desc.log_level = LWO_LOG_WARN;
+    if (ctx->desc.log_level == 0) ctx->desc.log_level = LWO_LOG_PROGRESS;
     ctx->driver_path = lwo__strdup(in->driver_path ? in->driver_path : LWO__DRIVER_DEFAULT);
     ctx->nvrtc_path = in->nvrtc_path ? lwo__strdup(in->nvrtc_path) : NULL;
     buf[0] = 0;

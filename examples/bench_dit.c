@@ -270,7 +270,7 @@ static lwo_result bench_open(bench *b, const bench_cfg *c, const char *fmt, cons
     b->c = *c;
     b->nw = c->ndouble * DB_COUNT + c->nsingle * SB_COUNT;
     memset(&desc, 0, sizeof desc);
-    desc.log = log_fn; desc.log_user = verbose; desc.log_level = *verbose ? LWO_LOG_INFO : LWO_LOG_WARN;
+    desc.log = log_fn; desc.log_user = verbose; desc.log_level = *verbose ? LWO_LOG_INFO : LWO_LOG_PROGRESS;
     desc.vram_budget = 64ull << 20;   /* a probe for the compute capability */
     B_TRY(lwo_create(&desc, &b->ctx), "lwo_create");
     lwo_context_get_info(b->ctx, &info);

@@ -150,7 +150,7 @@ static lwo_result dit_gpu_open(dit_gpu *g, lwo_safetensors *f, const dit_model *
     memset(&desc, 0, sizeof desc);
     desc.log = dit_log;
     desc.log_user = &g->verbose;
-    desc.log_level = verbose ? LWO_LOG_INFO : LWO_LOG_WARN;
+    desc.log_level = verbose ? LWO_LOG_INFO : LWO_LOG_PROGRESS;
     /* a probe context tells the device (fp8 W8A8 or not) and lwo's sizes before the budget is known */
     desc.vram_budget = 16ull << 20;
     r = lwo_create(&desc, &g->ctx);

@@ -376,7 +376,7 @@ static void test_desc_defaults(void) {
 #else
     CHECK(strcmp(ctx.driver_path, "libcuda.so.1") == 0, "%s", ctx.driver_path);
 #endif
-    CHECK(ctx.desc.log_level == LWO_LOG_WARN, "default log level");
+    CHECK(ctx.desc.log_level == LWO_LOG_PROGRESS, "default log level: warnings and progress");
     free(ctx.cache_dir); free(ctx.driver_path);
     check_unsetenv("LWO_CACHE_DIR");
 #ifdef _WIN32

@@ -29,10 +29,12 @@ static const char *tpath(const char *name) {
    round trip if every call widens it from UTF-8 and narrows what comes back. */
 #define UNAME "\xc3\xbc" "ber-\xd0\xb6-\xe5\x90\x8d"
 
-static int log_warnings;
+static int log_warnings, log_progress;
+static char log_last_progress[512];
 static void count_log(void *user, lwo_log_level level, const char *msg) {
-    (void)user; (void)msg;
+    (void)user;
     if (level == LWO_LOG_WARN) log_warnings++;
+    if (level == LWO_LOG_PROGRESS) { log_progress++; snprintf(log_last_progress, sizeof log_last_progress, "%s", msg); }
 }
 
 /* The names in a folder other than . and .., joined by '|', sorted. */
@@ -318,7 +320,7 @@ static lwo__CUresult fake_module_load(lwo__CUmodule *m, const void *image) {
 static void module_ctx(lwo_context *ctx, const char *cache) {
     memset(ctx, 0, sizeof *ctx);
     ctx->magic = LWO__MAGIC_CTX;
-    ctx->desc.log_level = LWO_LOG_WARN;
+    ctx->desc.log_level = LWO_LOG_PROGRESS;
     ctx->desc.log = count_log;
     ctx->cache_dir = (char *)cache;
     snprintf(ctx->info.arch, sizeof ctx->info.arch, "sm_80");
@@ -335,6 +337,7 @@ static void test_module_cache(void) {
     snprintf(cache, sizeof cache, "%s", tpath("modules-" UNAME));
     module_ctx(&ctx, cache);
     fake_loads = 0;
+    log_progress = 0;
     r = lwo__module_build(&ctx, parts, 2, "lwo_test.cu", opts, &m);
     if (r == LWO_ERROR_NO_NVRTC) {
         printf("notice: no NVRTC here, the module build through the cache is not tested: %.300s\n", ctx.error);
@@ -343,6 +346,9 @@ static void test_module_cache(void) {
     CHECK(r == LWO_SUCCESS && m && !m->from_cache && ctx.stats.modules_compiled == 1 && fake_loads == 1,
           "compiled by NVRTC and handed to the driver: %s", ctx.error);
     printf("NVRTC %d from %s compiled a module for sm_80\n", ctx.nvrtc.version, ctx.nvrtc.path);
+    /* a compile is announced before it starts and timed when it ends (a first start never looks hung) */
+    CHECK(log_progress == 2 && strstr(log_last_progress, "compiled lwo_test.cu for sm_80 in "),
+          "two progress messages around the compile (got %d, the last \"%s\")", log_progress, log_last_progress);
     if (m) lwo__module_free(&ctx, m);
     /* NVRTC stays loaded (the next context starts without it all the same): unloaded, the C++
        runtime's pool inside libnvrtc would show as a leak to the ASan build's LeakSanitizer */
@@ -351,10 +357,12 @@ static void test_module_cache(void) {
 
     module_ctx(&ctx, cache);
     m = NULL;
+    log_progress = 0;
     r = lwo__module_build(&ctx, parts, 2, "lwo_test.cu", opts, &m);
     CHECK(r == LWO_SUCCESS && m && m->from_cache && ctx.stats.modules_from_cache == 1 && ctx.stats.modules_compiled == 0 && fake_loads == 2,
           "a fresh context loads the cubin from the cache: %s", ctx.error);
     CHECK(ctx.nvrtc.lib == NULL, "without loading NVRTC");
+    CHECK(log_progress == 0, "and without a progress message (%d)", log_progress);
     if (m) lwo__module_free(&ctx, m);
 }
 
