@@ -12,7 +12,9 @@
 #   bench       make bench: the memory-bound kernels against the copy ceiling; cold and warm starts
 #   bench-gemm  make bench-gemm: lwo's GEMMs beside PyTorch's (and Triton's) in one run
 #   bench-stream  make bench-stream, quick: the streamed stack beside PyTorch's prefetch
-# GPU_CHECK_PARTS picks some (space separated; the stamp is written only for a run of all of them).
+# GPU_CHECK_PARTS picks some (space separated). A run of all of them writes the stamp; a run of some
+# writes a partial stamp, gpu-check-part.txt in $OUT, and `python3 tests/gpu_stamp.py merge A B`
+# makes the stamp from partial runs of this same tree that passed every part between them.
 # The cubin cache is build/lwo-cache (make warm-cache fills it on a
 # machine without the GPU, so a cold GPU machine need not compile).
 set -u
@@ -124,6 +126,8 @@ echo "==== make gpu-check: $((nfail)) failed, ${total}s on ${gpu:-no GPU} ===="
 printf '%s' "$TABLE"
 if [ "$PARTS" = "$ALL" ] && [ $nfail -eq 0 ]; then
   python3 tests/gpu_stamp.py write "$O/gpu-check-table.md" "${gpu:-unknown}" && [ -n "$R" ] && cp tests/gpu-verified.txt "$R/"
+elif [ $nfail -eq 0 ]; then
+  python3 tests/gpu_stamp.py part "$O/gpu-check-table.md" "${gpu:-unknown}" "$O/gpu-check-part.txt" && [ -n "$R" ] && cp "$O/gpu-check-part.txt" "$R/"
 fi
 if [ -n "$R" ]; then cp "$O/gpu-check-table.md" "$R/"; tar czf "$R/gpu-check-logs.tgz" -C build gpu-check; fi
 [ $nfail -eq 0 ]
