@@ -36,17 +36,22 @@ $(B)/hello-clang: examples/hello.c $(HDR) | $(B)
 	$(CLANG) $(CFLAGS) -o $@ $< $(LIBS)
 $(B)/hello-cxx: examples/hello.c $(HDR) | $(B)
 	$(CXX) $(CXXFLAGS) -x c++ -o $@ $< $(LIBS)
-# the diffusion demo (examples/diffuse.c) and the kernels it shares with bench_dit.c
+# the diffusion demo (examples/diffuse.c) and the kernels it shares with bench_dit.c (dit_common.h);
+# the demo's own headers: the checkpoint, the CPU reference, the options, the PNG writer
 DIT_DEPS := examples/dit_common.h examples/dit_kernels.cu $(HDR)
-$(B)/diffuse: examples/diffuse.c $(DIT_DEPS) | $(B)
+DIFFUSE_DEPS := examples/diffuse.c examples/dit_model.h examples/dit_ref.h examples/dit_args.h examples/png.h $(DIT_DEPS)
+$(B)/diffuse: $(DIFFUSE_DEPS) | $(B)
 	$(CC) $(CFLAGS) -o $@ $< $(LIBS)
-$(B)/diffuse-clang: examples/diffuse.c $(DIT_DEPS) | $(B)
+$(B)/diffuse-clang: $(DIFFUSE_DEPS) | $(B)
 	$(CLANG) $(CFLAGS) -o $@ $< $(LIBS)
-$(B)/diffuse-cxx: examples/diffuse.c $(DIT_DEPS) | $(B)
+$(B)/diffuse-cxx: $(DIFFUSE_DEPS) | $(B)
 	$(CXX) $(CXXFLAGS) -x c++ -o $@ $< $(LIBS)
 $(B)/bench_dit: examples/bench_dit.c $(DIT_DEPS) | $(B)
 	$(CC) $(CFLAGS) -o $@ $< $(LIBS)
 $(B)/test_dit_kernels: tests/test_dit_kernels.c tests/check.h $(DIT_DEPS) | $(B)
+	$(CC) $(CFLAGS) -o $@ $< $(LIBS)
+# the demo's GPU path against its CPU reference (a GPU test: it includes examples/diffuse.c)
+$(B)/test_dit_selftest: tests/test_dit_selftest.c $(DIFFUSE_DEPS) | $(B)
 	$(CC) $(CFLAGS) -o $@ $< $(LIBS)
 $(B)/link-test: tests/test_link_a.c tests/test_link_b.c $(HDR) | $(B)
 	$(CC) $(CFLAGS) -o $@ tests/test_link_a.c tests/test_link_b.c $(LIBS)
@@ -78,8 +83,8 @@ $(VENV)/.ok: tests/requirements.txt | $(B)
 venv: $(VENV)/.ok
 
 # ---- make test: everything that runs without a GPU ---------------------------------------------
-test: check-embed win-build $(B)/hello $(B)/hello-clang $(B)/hello-cxx $(B)/diffuse $(B)/diffuse-clang $(B)/diffuse-cxx $(B)/bench_dit $(B)/test_dit_kernels $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/dump_codecs $(VENV)/.ok
-	LWO_CACHE_DIR=$(B)/cache LWO_PY=$(VPY) tests/run.sh $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/test_dit_kernels tests/check_mldtypes.sh tests/check_hello_nogpu.sh tests/check_diffuse.sh tests/check_safetensors_py.sh tests/check_fuzz_safetensors.sh tests/check_bench_gemm_table.sh tests/check_gpu_stamp.sh tests/check_windows.sh
+test: check-embed win-build $(B)/hello $(B)/hello-clang $(B)/hello-cxx $(B)/diffuse $(B)/diffuse-clang $(B)/diffuse-cxx $(B)/bench_dit $(B)/test_dit_kernels $(B)/test_dit_selftest $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/dump_codecs $(VENV)/.ok
+	LWO_CACHE_DIR=$(B)/cache LWO_PY=$(VPY) tests/run.sh $(B)/link-test $(B)/link-test-cxx $(CPU_BINS) $(SAN_BINS) $(B)/test_dit_kernels tests/check_mldtypes.sh tests/check_hello_nogpu.sh tests/check_diffuse.sh tests/check_safetensors_py.sh tests/check_fuzz_safetensors.sh tests/check_bench_gemm_table.sh tests/check_gpu_stamp.sh tests/check_layout.py tests/check_windows.sh
 
 # ---- Windows: the header and the CPU tests cross-compiled with mingw-w64 (C and C++), run under --
 # Wine (tests/check_windows.sh). Part of make test; alone: make test-windows. tests/windows_tools.sh
@@ -117,9 +122,9 @@ $(WB)/hello.exe: examples/hello.c $(HDR) | $(WB)
 	$(WIN_CC) $(WIN_CFLAGS) -o $@ $< $(WIN_LIBS)
 $(WB)/hello-cxx.exe: examples/hello.c $(HDR) | $(WB)
 	$(WIN_CXX) $(WIN_CXXFLAGS) -x c++ -o $@ $< $(WIN_LIBS)
-$(WB)/diffuse.exe: examples/diffuse.c $(DIT_DEPS) | $(WB)
+$(WB)/diffuse.exe: $(DIFFUSE_DEPS) | $(WB)
 	$(WIN_CC) $(WIN_CFLAGS) -o $@ $< $(WIN_LIBS)
-$(WB)/diffuse-cxx.exe: examples/diffuse.c $(DIT_DEPS) | $(WB)
+$(WB)/diffuse-cxx.exe: $(DIFFUSE_DEPS) | $(WB)
 	$(WIN_CXX) $(WIN_CXXFLAGS) -x c++ -o $@ $< $(WIN_LIBS)
 $(WB)/bench_dit.exe: examples/bench_dit.c $(DIT_DEPS) | $(WB)
 	$(WIN_CC) $(WIN_CFLAGS) -o $@ $< $(WIN_LIBS)
@@ -159,7 +164,8 @@ $(B)/bench_gemm: tests/bench_gemm.c $(HDR) | $(B)
 	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
 $(B)/bench_stream: tests/bench_stream.c $(HDR) | $(B)
 	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
-GPU_TESTS := $(B)/test_gpu $(B)/test_gpu_gemm $(B)/test_gpu_graphs $(B)/test_gpu_stream $(B)/test_gpu_safetensors $(B)/test_gpu_plan
+GPU_TESTS := $(B)/test_gpu $(B)/test_gpu_gemm $(B)/test_gpu_graphs $(B)/test_gpu_stream $(B)/test_gpu_safetensors $(B)/test_gpu_plan \
+             $(B)/test_dit_selftest
 GPU_BINS  := $(GPU_TESTS) $(B)/hello $(B)/diffuse $(B)/bench_dit $(B)/bench $(B)/bench_gemm $(B)/bench_stream
 gpu-build: $(GPU_BINS)
 test-gpu: $(GPU_BINS)

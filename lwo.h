@@ -1,4 +1,4 @@
-/* lwo.h - low-VRAM weights, offloaded. v0.1.0
+/* lwo.h - low-VRAM weights, offloaded. v0.2.0
    A header-only C library that runs neural networks larger than the GPU's memory: weights live in
    host RAM in compact formats (fp8, int8), stream to the GPU ahead of the layer that needs them,
    and feed lwo's own kernels. The CUDA driver and NVRTC are loaded at run time; nothing from the
@@ -34,26 +34,39 @@
      lwo_convert(ctx, NULL, a, b, 1.0f);    // upcast on the context's compute stream
      lwo_destroy(ctx);                      // frees every tensor, stream and module it made
 
-   CONTENTS (sections appear in this order, each uses only those above it)
-     Public API ........ results, dtypes, context, tensors, streams, modules, kernels, CPU refs,
-                         weights and lwo_linear, safetensors, stats, streaming plan and passes
-     1. Platform ....... POSIX and Win32: libraries, clock, files, folders, mapping, allocation
-     2. Driver loader .. one X-macro table of CUDA driver entry points via cuGetProcAddress
-     3. NVRTC loader ... search order, version
-     4. Kernel module .. compile for the device's exact arch, atomic on-disk cubin cache
-     5. Memory ......... device arena of exactly the budget, pinned host buffers, weights' host homes
-     6. Tensors ........ device tensors, streams, events, the caller's own modules
-     7. Kernels, ops ... CPU references; convert, quantize; weights, GEMMs, lwo_linear; create/destroy
-     8. Streaming ...... planner, staging ring, offload streams, passes, whole-pass graphs
-     10. safetensors ... bounds-checked reader, writer, conventions, storage policies, checkpoint
-                         tensors as weights (zero copy from the mapping)
-     11. Stats, logging
+   CONTENTS (the public API, then the implementation, in the same sections and order; each section
+   uses only those above it, and none declares a function of a later one)
+     0. Core ............ C library, allocation hooks, the CUDA ABI lwo calls, the context, results,
+                          errors, logging
+     1. Platform ........ POSIX and Win32: libraries, clock, files, folders, mapping
+     2. Driver loader ... the CUDA driver's entry points through cuGetProcAddress
+     3. NVRTC loader .... search order, version, compile
+     4. Modules ......... the embedded kernels, compiled for the exact arch, cubin cache; launches;
+                          your own modules
+     5. Memory .......... the device arena of exactly the budget; pinned host memory; registrations
+     6. Tensors ......... device tensors, upload and download; streams and events
+     7. Kernels ......... CPU references; convert, quantize, pad on the GPU
+     8. GEMMs ........... the reference of lwo_linear; mma.sync and sm_90a wgmma GEMMs, tile choice
+     9. Weights ......... storage formats, host homes, items (what streams), weights, sizing queries
+     10. Streaming ...... the planner, the staging ring, offload streams, passes, acquire/release
+     11. Linear, graphs . lwo_linear and its per-shape graphs; whole passes as graphs
+     12. safetensors .... the bounds-checked reader and the writer
+     13. Checkpoints .... conventions, storage policies, conversion, weights from a checkpoint
+     14. Stats .......... counters
+     15. Context ........ lwo_create, lwo_destroy, lwo_context_get_info
 
    THREAD SAFETY
      A context is used by one thread at a time. Two contexts in one process do not interfere:
      there is no global mutable state; every table lives in the context.
 
    REVISIONS
+     0.2.0  one layering pass: sections in dependency order; one name for each idea (_create and
+            _destroy, _get_info, the lwo_safetensors_ prefix, one format enum with lwo_format_name,
+            one dtype enum, one error channel per object); desc structs for calls with many inputs
+            (lwo_linear, lwo_launch, lwo_quantize, the references, the checkpoint writer and
+            conversion, lwo_plan_create); sizing queries (lwo_weight_device_bytes,
+            lwo_linear_workspace_bytes); a plan that succeeds never runs out of budget. Not
+            source-compatible with 0.1: see the README's table of old and new names.
      0.1.0  loaders, kernel module and cache, arena, convert and quantize kernels, mma.sync GEMMs
             and lwo_linear, the streaming engine, safetensors.
 */
@@ -69,7 +82,7 @@
 #define LWO_H
 
 #define LWO_VERSION_MAJOR 0
-#define LWO_VERSION_MINOR 1
+#define LWO_VERSION_MINOR 2
 #define LWO_VERSION_PATCH 0
 
 #include <stddef.h>
@@ -85,7 +98,7 @@
 extern "C" {
 #endif
 
-/* ==== Public API: results ==================================================================== */
+/* ==== Public API 0. Core: results, errors, logging ============================================ */
 typedef enum lwo_result {
     LWO_SUCCESS = 0,
     LWO_ERROR_INVALID_ARGUMENT,  /* a NULL, zero, overflowing or mismatched argument; the detail names it */
@@ -105,10 +118,55 @@ typedef enum lwo_result {
     LWO_ERROR_CUDA,              /* any other driver error; the detail names the call and code */
     LWO_RESULT_COUNT
 } lwo_result;
+LWO_API const char *lwo_result_string(lwo_result r);   /* "LWO_ERROR_OUT_OF_BUDGET", ... */
 
-LWO_API const char *lwo_result_string(lwo_result r);
+/* Every object lwo hands out is opaque and owned by its context (or, for checkpoints, by itself). */
+typedef struct lwo_context lwo_context;
+typedef struct lwo_tensor lwo_tensor;
+typedef struct lwo_stream lwo_stream;
+typedef struct lwo_event lwo_event;
+typedef struct lwo_module lwo_module;
+typedef struct lwo_weight lwo_weight;
+typedef struct lwo_graph lwo_graph;
 
-/* ==== Public API: data types ================================================================= */
+/* One error channel per object: a context's last failure is lwo_last_error(ctx), a checkpoint's is
+   lwo_safetensors_last_error(f); calls without an object (lwo_plan_create, lwo_safetensors_write,
+   lwo_safetensors_convert) write theirs into an `error` field of the struct they fill. */
+LWO_API const char *lwo_last_error(const lwo_context *ctx);   /* "" if none; valid until the next call */
+
+/* PROGRESS: long work under way, so a first start never looks hung (compiling lwo's kernels for
+   a GPU the cache has not seen: seconds to a minute). Shown by default. */
+typedef enum lwo_log_level { LWO_LOG_ERROR = 0, LWO_LOG_WARN, LWO_LOG_PROGRESS, LWO_LOG_INFO, LWO_LOG_DEBUG } lwo_log_level;
+typedef void (*lwo_log_fn)(void *user, lwo_log_level level, const char *message);
+
+/* ==== Public API 4. Modules: your own kernels ================================================ */
+/* Compile CUDA C source (no toolkit #includes available) for this device through the same NVRTC
+   path and cubin cache lwo uses for its own kernels. `name` labels the NVRTC log; `options` is an
+   optional NULL-terminated list of extra NVRTC options (part of the cache key). */
+LWO_API lwo_result lwo_module_create(lwo_context *ctx, const char *source, const char *name,
+                                     const char *const *options, lwo_module **out);
+LWO_API void lwo_module_destroy(lwo_context *ctx, lwo_module *m);
+/* Launch extern "C" __global__ `kernel` of `module`; args as for cuLaunchKernel (an array of
+   pointers to each argument). Functions are looked up once and remembered. */
+typedef struct lwo_launch_desc {
+    lwo_stream *stream;        /* NULL = the context's compute stream */
+    lwo_module *module;        /* required */
+    const char *kernel;        /* required: the extern "C" name */
+    unsigned grid[3];          /* each 0 = 1 */
+    unsigned block[3];         /* each 0 = 1 */
+    unsigned shared_bytes;     /* dynamic shared memory; past 48 KiB the limit is raised for it */
+    void **args;
+} lwo_launch_desc;
+LWO_API lwo_result lwo_launch(lwo_context *ctx, const lwo_launch_desc *desc);
+
+/* ==== Public API 5. Memory: pinned host memory =============================================== */
+/* Pinned (page-locked) host memory, for transfers that overlap compute. Freed by lwo_host_free or
+   lwo_destroy. The device arena itself is lwo_desc.vram_budget; its use is lwo_context_info.memory. */
+LWO_API lwo_result lwo_host_alloc(lwo_context *ctx, uint64_t bytes, void **out);
+LWO_API void lwo_host_free(lwo_context *ctx, void *p);
+
+/* ==== Public API 6. Tensors, streams, events ================================================= */
+/* One element type for everything lwo reads or writes: device tensors, host data, checkpoints. */
 typedef enum lwo_dtype {
     LWO_DTYPE_INVALID = 0,
     LWO_DTYPE_F32,
@@ -119,26 +177,747 @@ typedef enum lwo_dtype {
     LWO_DTYPE_I8,
     LWO_DTYPE_U8,
     LWO_DTYPE_I32,
+    LWO_DTYPE_F64,       /* the rest only in checkpoints: lwo reads them, its kernels do not */
+    LWO_DTYPE_I64,
+    LWO_DTYPE_I16,
+    LWO_DTYPE_BOOL,      /* one byte per element */
     LWO_DTYPE_COUNT
 } lwo_dtype;
-
 LWO_API size_t lwo_dtype_size(lwo_dtype t);       /* bytes per element, 0 for an invalid dtype */
-LWO_API const char *lwo_dtype_name(lwo_dtype t);  /* "bf16", "f8_e4m3", ... */
+LWO_API const char *lwo_dtype_name(lwo_dtype t);  /* "bf16", "f8_e4m3", ...; "invalid" otherwise */
 
-/* ==== Public API: context ==================================================================== */
-typedef struct lwo_context lwo_context;
-typedef struct lwo_tensor lwo_tensor;
-typedef struct lwo_stream lwo_stream;
-typedef struct lwo_event lwo_event;
-typedef struct lwo_module lwo_module;
+#define LWO_MAX_DIMS 4
+/* A dense, row-major device tensor. Created ones live in the context's arena (256-byte aligned);
+   wrapped ones point at memory the caller owns (or at part of another tensor). */
+LWO_API lwo_result lwo_tensor_create(lwo_context *ctx, lwo_dtype dtype, int ndim, const uint64_t *shape,
+                                     lwo_tensor **out);
+LWO_API lwo_result lwo_tensor_wrap(lwo_context *ctx, uint64_t device_ptr, lwo_dtype dtype, int ndim,
+                                   const uint64_t *shape, lwo_tensor **out);
+LWO_API void lwo_tensor_destroy(lwo_context *ctx, lwo_tensor *t);
+LWO_API uint64_t lwo_tensor_device_ptr(const lwo_tensor *t);  /* CUdeviceptr, for own kernels */
+LWO_API lwo_dtype lwo_tensor_dtype(const lwo_tensor *t);
+LWO_API int lwo_tensor_ndim(const lwo_tensor *t);
+LWO_API uint64_t lwo_tensor_dim(const lwo_tensor *t, int i);
+LWO_API uint64_t lwo_tensor_numel(const lwo_tensor *t);
+LWO_API uint64_t lwo_tensor_bytes(const lwo_tensor *t);
+/* Copies between host memory and a tensor, ordered on `stream` (NULL = the compute stream).
+   The plain forms return when the copy is done; the _async forms need pinned host memory to overlap. */
+LWO_API lwo_result lwo_tensor_upload(lwo_context *ctx, lwo_tensor *dst, const void *src, uint64_t bytes);
+LWO_API lwo_result lwo_tensor_download(lwo_context *ctx, const lwo_tensor *src, void *dst, uint64_t bytes);
+LWO_API lwo_result lwo_tensor_upload_async(lwo_context *ctx, lwo_stream *s, lwo_tensor *dst, const void *src, uint64_t bytes);
+LWO_API lwo_result lwo_tensor_download_async(lwo_context *ctx, lwo_stream *s, const lwo_tensor *src, void *dst, uint64_t bytes);
+LWO_API lwo_result lwo_tensor_fill_bytes(lwo_context *ctx, lwo_stream *s, lwo_tensor *t, uint8_t value);
 
-typedef enum lwo_log_level { LWO_LOG_ERROR = 0, LWO_LOG_WARN, LWO_LOG_INFO, LWO_LOG_DEBUG } lwo_log_level;
-typedef void (*lwo_log_fn)(void *user, lwo_log_level level, const char *message);
+/* NULL as a stream argument anywhere means the context's compute stream. */
+LWO_API lwo_result lwo_stream_create(lwo_context *ctx, lwo_stream **out);
+LWO_API void lwo_stream_destroy(lwo_context *ctx, lwo_stream *s);
+LWO_API lwo_result lwo_stream_synchronize(lwo_context *ctx, lwo_stream *s);
+LWO_API void *lwo_stream_handle(lwo_context *ctx, lwo_stream *s);  /* the CUstream */
+LWO_API lwo_result lwo_event_create(lwo_context *ctx, lwo_event **out);
+LWO_API void lwo_event_destroy(lwo_context *ctx, lwo_event *e);
+LWO_API lwo_result lwo_event_record(lwo_context *ctx, lwo_event *e, lwo_stream *s);
+LWO_API lwo_result lwo_stream_wait_event(lwo_context *ctx, lwo_stream *s, lwo_event *e); /* GPU-side wait */
+LWO_API lwo_result lwo_event_synchronize(lwo_context *ctx, lwo_event *e);
+LWO_API lwo_result lwo_event_elapsed_ms(lwo_context *ctx, lwo_event *start, lwo_event *end, float *ms);
 
+/* ==== Public API 7. Kernels: convert, quantize, and their CPU references ===================== */
+/* dst = src * scale, elementwise, any shapes with equal element counts.
+   src: f8_e4m3, f8_e5m2, bf16, f16, f32.  dst: bf16, f16, f32 (round to nearest even).
+   NaN stays NaN. lwo_quantize makes fp8. */
+LWO_API lwo_result lwo_convert(lwo_context *ctx, lwo_stream *s, const lwo_tensor *src, lwo_tensor *dst, float scale);
+
+/* Quantize src (f32, f16 or bf16) into dst, one of two ways:
+   per tensor (per_row 0): dst f8_e4m3 or f8_e5m2 with src's element count;
+     dst = sat(src * (1 / scale)), round to nearest even, saturating to +-448 (e4m3) / +-57344
+     (e5m2), NaN kept. `scales` is an f32 tensor of one element: with compute_scale it is written
+     first as absmax(src) / fp8_max (1.0 when src is all zero), else it is read.
+   per row (per_row 1, the W8A8 quantizers): src [rows, K] 2-D, dst i8 or f8_e4m3 [rows, Kq],
+     Kq >= K (columns past K written as 0), scales f32 [rows], always computed. With smooth (f32 [K])
+     v = src[r, k] / smooth[k], else v = src[r, k]; scales[r] = absmax(v) / qmax (127 for i8, 448
+     for e4m3; 1 for an all-zero row), q = code(v * (1 / scales[r])): i8 rounds to nearest even and
+     saturates to +-127 (NaN is 0), e4m3 as above. Per output channel of a weight, or per token of
+     activations: the same kernel. */
+typedef struct lwo_quantize_desc {
+    lwo_stream *stream;        /* NULL = the compute stream */
+    const lwo_tensor *src;     /* required */
+    lwo_tensor *dst;           /* required */
+    lwo_tensor *scales;        /* required: f32 [1] per tensor, [rows] per row */
+    int per_row;               /* 0 = one scale for the tensor; 1 = a scale per row */
+    int compute_scale;         /* per tensor: write the scale first (else read it). Per row: ignored */
+    const lwo_tensor *smooth;  /* per row only, optional: the divisor per column */
+} lwo_quantize_desc;
+LWO_API lwo_result lwo_quantize(lwo_context *ctx, const lwo_quantize_desc *desc);
+
+/* The CPU references: exactly the math of the kernels, element by element; the GPU tests compare
+   against them. No GPU or context needed. */
+LWO_API float lwo_ref_fp8_to_f32(uint8_t code, lwo_dtype fp8);      /* exact */
+LWO_API uint8_t lwo_ref_f32_to_fp8(float v, lwo_dtype fp8);         /* RNE, saturating, NaN kept */
+LWO_API float lwo_ref_bf16_to_f32(uint16_t h);
+LWO_API uint16_t lwo_ref_f32_to_bf16(float v);                      /* RNE, NaN kept (quiet) */
+LWO_API float lwo_ref_f16_to_f32(uint16_t h);
+LWO_API uint16_t lwo_ref_f32_to_f16(float v);                       /* RNE, overflow to inf */
+LWO_API float lwo_ref_load(const void *data, lwo_dtype t, uint64_t i); /* element i as f32 */
+LWO_API void lwo_ref_store(void *data, lwo_dtype t, uint64_t i, float v);
+/* lwo_convert's reference: dst[i] = src[i] * scale for i < n (src a float or fp8 dtype, dst a float one). */
+LWO_API lwo_result lwo_ref_convert(const void *src, lwo_dtype src_dtype, void *dst, lwo_dtype dst_dtype, uint64_t n, float scale);
+/* absmax / fp8_max with the kernels' conventions: 1 for an all-zero input, NaN if any input is NaN. */
+LWO_API float lwo_ref_fp8_scale(const void *src, lwo_dtype src_dtype, uint64_t n, lwo_dtype fp8);
+/* lwo_quantize's reference. Per tensor: rows x cols elements (rows 0 = 1) of src quantized with
+   `scale` (given, as lwo_ref_fp8_scale computes it) into dst (f8_e4m3/f8_e5m2). Per row: src
+   [rows, cols] into dst [rows, dst_cols] (i8 or f8_e4m3; dst_cols 0 = cols), the scales written to
+   `scales` [rows], smooth optional. */
+typedef struct lwo_ref_quantize_desc {
+    const void *src;           /* required */
+    lwo_dtype src_dtype;       /* f32, f16 or bf16 */
+    void *dst;                 /* required */
+    lwo_dtype dst_dtype;
+    uint64_t rows, cols;
+    uint64_t dst_cols;         /* per row: the stored row length, >= cols; 0 = cols */
+    int per_row;
+    float scale;               /* per tensor: the scale to divide by */
+    float *scales;             /* per row: out, [rows] */
+    const float *smooth;       /* per row: optional divisor per column [cols] */
+} lwo_ref_quantize_desc;
+LWO_API lwo_result lwo_ref_quantize(const lwo_ref_quantize_desc *desc);
+
+/* The W8A8 prep on the CPU (lwo_weight_desc in section 9 describes it), the reference of what lwo_weight_create stores and what
+   lwo_linear feeds its GEMM: out[r, j] for j < out_cols, f32, from x [rows, cols] (f32/f16/bf16):
+   u[j] = x[r, perm[j]] then / smooth[perm[j]] (weight == 0: activations) or * smooth[perm[j]]
+   (weight != 0: weights), 0 for j >= cols; then the rotation in blocks of `hadamard` (0: none)
+   over the first cols rounded up to the block, as lwo_ref_hadamard. perm and smooth may be NULL.
+   out_cols must be at least cols rounded up to the block. Quantizing the result per row with
+   lwo_ref_quantize (f32, cols = out_cols, no smooth) gives the stored codes bit for bit.
+   LWO_ERROR_INVALID_ARGUMENT for a NULL x or out, a bad dtype or block size, a short out_cols, or a
+   perm that is not a permutation of 0..cols-1; LWO_ERROR_OUT_OF_HOST_MEMORY if checking perm cannot
+   allocate cols / 8 bytes. */
+typedef struct lwo_ref_prep_desc {
+    const void *x; lwo_dtype x_dtype;
+    uint64_t rows, cols;
+    const int32_t *perm;       /* optional */
+    const float *smooth;       /* optional */
+    int weight;                /* 1: multiply by smooth (a weight); 0: divide (activations) */
+    int hadamard;              /* the block size, 0 = none */
+    float *out;                /* [rows, out_cols] */
+    uint64_t out_cols;
+} lwo_ref_prep_desc;
+LWO_API lwo_result lwo_ref_prep_rows(const lwo_ref_prep_desc *desc);
+/* The normalized Walsh-Hadamard rotation of v[0..n) in place, in blocks of `block` (a power of two,
+   2..256, dividing n), in the documented f32 order: stages h = 1, 2, .., block/2, the pair
+   (i, i + h) with i & h == 0 becoming (v[i] + v[i+h], v[i] - v[i+h]); then each v[i] * s_b. */
+LWO_API lwo_result lwo_ref_hadamard(float *v, uint64_t n, int block);
+
+/* ==== Public API 8. GEMMs: the reference of every lwo_linear path ============================ */
+/* y[m,n] = epi(acc), acc = sum_k x[m,k] * w[n,k] with x, w as the GEMM sees them (x after
+   quantization, W as stored or upcast; row strides ldx, ldw elements, 0 = K). i8 x i8: exact integer
+   accumulation (the GPU's s32); every other pair: accumulation in double. Then in f32, in this
+   order: v = (float)acc; v *= x_scales[m] (if any); v *= w_scales[n] (if any); v += bias[n] (if
+   any); stored as y_dtype (RNE), y [M, N]. */
+typedef struct lwo_ref_linear_desc {
+    const void *x; lwo_dtype x_dtype; uint64_t ldx;
+    const void *w; lwo_dtype w_dtype; uint64_t ldw;
+    uint64_t M, N, K;
+    const float *x_scales, *w_scales, *bias;   /* each optional */
+    void *y; lwo_dtype y_dtype;
+} lwo_ref_linear_desc;
+LWO_API lwo_result lwo_ref_linear(const lwo_ref_linear_desc *desc);
+
+/* ==== Public API 9. Weights and residency ==================================================== */
+/* A weight: the matrix W [N = rows, K = cols] of y = x W^T + bias, stored on the device in one
+   format and consumed by lwo_linear. Owned by its context (lwo_weight_destroy or lwo_destroy).
+   One format enum for everything that says how a tensor is stored: weights, storage policies,
+   the CPU conversion of a checkpoint. */
+typedef enum lwo_format {
+    LWO_FORMAT_KEEP = 0,      /* as the data already is: bf16 -> BF16, f16 -> F16, f8_e4m3 -> FP8_E4M3,
+                                 f8_e5m2 -> FP8_E5M2, i8 -> INT8; f32 (and f64) -> BF16 for a weight,
+                                 F32 for a conversion */
+    LWO_FORMAT_BF16,          /* bf16 weight, tensor-core bf16 GEMM (x must be bf16) */
+    LWO_FORMAT_F16,           /* f16 weight, tensor-core f16 GEMM (x must be f16) */
+    LWO_FORMAT_FP8_E4M3,      /* e4m3 + per-tensor scale = absmax / 448; upcast to x's dtype per call */
+    LWO_FORMAT_FP8_E5M2,      /* e5m2 + per-tensor scale = absmax / 57344; as above */
+    LWO_FORMAT_INT8,          /* W8A8 int8: per-output-channel scales absmax / 127; x quantized per token per call */
+    LWO_FORMAT_FP8_E4M3_W8A8, /* W8A8 fp8 e4m3, per-output-channel scales, x per token (absmax/448); cc >= 8.9 */
+    LWO_FORMAT_F32,           /* conversions only (norms, biases): no weight is stored as f32 */
+    LWO_FORMAT_COUNT
+} lwo_format;
+LWO_API const char *lwo_format_name(lwo_format f);   /* "keep", "bf16", ..., "fp8_e4m3_w8a8", "f32" */
+
+/* Where a weight lives. RESIDENT: in the arena from creation on. AUTO: lwo_streaming_plan keeps it
+   resident if the budget allows, else it streams from its host home. STREAMED: always streams. */
+typedef enum lwo_placement { LWO_PLACE_RESIDENT = 0, LWO_PLACE_AUTO, LWO_PLACE_STREAMED } lwo_placement;
+
+/* W8A8 activation prep. Before x is quantized per token, and before W is quantized per output
+   channel at lwo_weight_create, both go through the same column transform, chosen so that
+   x' W'^T = x W^T in real arithmetic (perm, smooth and hadamard of lwo_weight_desc; each optional):
+     x'[m, :] = H (x[m, perm[j]] / smooth[perm[j]])_j      W'[n, :] = H (W[n, perm[j]] * smooth[perm[j]])_j
+   in this order: permute, smooth, rotate; j runs over the K = cols columns, and the row is zero
+   padded to kpad first. smooth is indexed by the original column, so a caller who adds a
+   permutation keeps its smoothing vector as it is. H is block-diagonal along K with blocks of b =
+   desc.hadamard positions, each the normalized Walsh-Hadamard matrix H_b[i][j] = (-1)^popcount(i & j)
+   * s_b, s_b the f32 nearest 1/sqrt(b) (exact for b = 4, 16, 64, 256): symmetric and orthogonal,
+   H H^T = I; with P the permutation (x P = x[:, perm]) and S = diag(smooth),
+   x' W'^T = (x S^-1 P H)(H^T P^T S W^T) = x W^T. When cols is not a multiple of b the
+   rotation runs over the zero padding too (the last block mixes real columns with padded zeros, and
+   the padded columns of x' and W' are no longer zero): kpad is cols rounded up to a multiple of 64
+   and of b. In f32, each block of the CPU references and the kernels alike is: butterfly stages
+   h = 1, 2, 4, .., b/2 in that order, positions (i, i + h) with i & h == 0 becoming
+   (v[i] + v[i+h], v[i] - v[i+h]), each sum rounded to f32; then every v[i] = v[i] * s_b (the same
+   sequence as lwo_ref_hadamard). Without perm the transform is the identity permutation, without
+   smooth the divisor 1, without hadamard H = I: with none of them, the math is lwo_quantize's plain
+   per-row quantizer. The rotation spreads an outlier channel over its block, so per-token scales
+   are set by typical values rather than by the outlier; the permutation lets a caller choose which
+   channels share a block (or keep outliers together). */
+
+/* Valid when zero-filled except for rows, cols and data. Host pointers are read during
+   lwo_weight_create only, except `data` with borrow_host. */
+typedef struct lwo_weight_desc {
+    uint64_t rows;            /* N, output features. Required. */
+    uint64_t cols;            /* K, input features. Required. */
+    const void *data;         /* host [rows, cols], row-major. Required. */
+    lwo_dtype data_dtype;     /* 0 = f32. f32/f16/bf16 (quantized by lwo on the GPU), or already
+                                 quantized: f8_e4m3/f8_e5m2 (with `scale`, for the fp8 formats),
+                                 i8 (with `row_scales`, LWO_FORMAT_INT8 only). */
+    lwo_format format;        /* 0 = LWO_FORMAT_KEEP: data_dtype's own format (f32 -> BF16) */
+    float scale;              /* pre-quantized fp8 data: the dequantization scale. 0 = 1. */
+    const float *row_scales;  /* pre-quantized i8 (required) or e4m3 W8A8 data: f32[rows] scales.
+                                 NULL for e4m3 W8A8 data = `scale` for every row. */
+    const void *bias;         /* optional host [rows]; stored as f32 */
+    lwo_dtype bias_dtype;     /* 0 = f32; f32/f16/bf16 */
+    const float *smooth;      /* optional f32[cols] > 0, W8A8 formats only: activations are divided
+                                 by it before quantization and W's columns multiplied by it (float
+                                 data; pre-quantized i8 / e4m3 data already holds W * smooth and is
+                                 stored as it is). Indexed by the original column (see above). */
+    const int32_t *perm;      /* optional int32[cols], W8A8 formats with f32/f16/bf16 data only: a
+                                 permutation of 0..cols-1 (each index once). The linear is computed on
+                                 x[:, perm] and W[:, perm], which gives the same y; it decides which
+                                 columns share a Hadamard block. Kept on the device (4 B per column). */
+    int hadamard;             /* W8A8 formats with f32/f16/bf16 data only: the Hadamard block size b,
+                                 a power of two from 2 to 256; 0 = no rotation. See above. */
+    lwo_placement placement;  /* 0 = LWO_PLACE_RESIDENT */
+    int borrow_host;          /* streamed weights only: keep `data` itself as the weight's host home
+                                 (registered with the driver read-only, no copy in RAM: a mapped
+                                 checkpoint). Needs data already in the stored format and layout:
+                                 data_dtype matching `format` and cols a multiple of 64. The memory
+                                 must outlive the weight. 0 = lwo keeps a pinned copy. */
+} lwo_weight_desc;
+
+/* Where a weight's stored bytes wait in host RAM while the GPU does not hold them. */
+typedef enum lwo_host_home {
+    LWO_HOME_NONE = 0,        /* a RESIDENT weight: no host copy is kept */
+    LWO_HOME_PINNED,          /* lwo's own pinned copy (counted against lwo_desc.pinned_cap) */
+    LWO_HOME_REGISTERED,      /* desc.borrow_host: the caller's memory itself (a mapped checkpoint),
+                                 registered with the driver read-only: zero copy, full bus speed */
+    LWO_HOME_PAGEABLE_COPY,   /* lwo's copy in pageable memory (pinning refused or past pinned_cap): slow */
+    LWO_HOME_BORROWED         /* desc.borrow_host, but the driver would not register it: slow, no graphs */
+} lwo_host_home;
+
+typedef struct lwo_weight_info {
+    uint64_t rows, cols, kpad;    /* kpad: the stored row length (cols rounded up to a multiple of 64
+                                     and of the Hadamard block) */
+    lwo_format format;            /* never KEEP: the format it was resolved to */
+    const lwo_tensor *data;       /* [rows, kpad]: bf16, f16, f8_e4m3, f8_e5m2 or i8 */
+    const lwo_tensor *scales;     /* f32 [1] (fp8 upcast formats), f32 [rows] (W8A8), or NULL */
+    const lwo_tensor *bias;       /* f32 [rows] or NULL */
+    const lwo_tensor *smooth;     /* f32 [cols] or NULL; with a permutation in the permuted order
+                                     (smooth[perm[j]] at j), as the kernels read it */
+    const lwo_tensor *perm;       /* i32 [cols] (desc.perm) or NULL. smooth and perm stay resident
+                                     in the arena when the weight streams (they are small) */
+    int hadamard;                 /* desc.hadamard: the rotation's block size, 0 for none */
+    lwo_host_home host_home;      /* where the stored weight bytes live on the host (AUTO, STREAMED) */
+    const void *host_data;        /* what the transfers read: inside the caller's memory for
+                                     REGISTERED / BORROWED (desc.data itself), NULL for NONE */
+} lwo_weight_info;
+
+/* Makes a weight. Data already in the stored form (the format's dtype, nothing to permute or
+   rotate) of a weight that may stream goes straight to its host home, laid out on the CPU as the
+   device holds it: no VRAM, no trip through the device. Anything else is uploaded and quantized on
+   the GPU (which needs room in the arena for the upload and the result while it runs), and a
+   streamable weight's result then moves to its host home. Returns when the weight is ready. */
+LWO_API lwo_result lwo_weight_create(lwo_context *ctx, const lwo_weight_desc *desc, lwo_weight **out);
+LWO_API void lwo_weight_destroy(lwo_context *ctx, lwo_weight *w);
+LWO_API lwo_result lwo_weight_get_info(lwo_context *ctx, const lwo_weight *w, lwo_weight_info *out);
+/* The VRAM a weight made from `desc` takes, resident or in a staging slot: its stored data (rows x
+   kpad), scales, bias, smooth and perm, each rounded as the arena rounds (smooth and perm stay
+   resident when the weight streams). Needs no context: what a caller sizes its budget with before
+   lwo_create. 0 for a desc lwo_weight_create would reject for its shape or format. */
+LWO_API uint64_t lwo_weight_device_bytes(const lwo_weight_desc *desc);
+/* The VRAM lwo_streaming_plan reserves for lwo_linear on weights made from descs[0..count), x of up
+   to max_rows rows (16-byte aligned), on this context's device: the workspace the largest call
+   needs (W8A8: the quantized rows and their scales; fp8 upcast: the upcast weight; x padded to kpad
+   when cols % 8 != 0), plus on sm_90a the GEMMs' split area when some call of those shapes would
+   share its last rounds out along K (lwo_desc.gemm_split). Both are shared by every call, so this is
+   the largest need, not a sum. max_rows 0: the least a call needs (64 rows at a time). */
+LWO_API uint64_t lwo_linear_workspace_bytes(lwo_context *ctx, const lwo_weight_desc *descs, size_t count, uint64_t max_rows);
+
+/* ==== Public API 10. Streaming ================================================================ */
+/* Which weights stay resident and how large a staging ring the rest stream through, under a budget.
+   Pure host code: the streaming engine calls it, and so can a caller that wants to know ahead. */
+typedef struct lwo_plan_desc {
+    const uint64_t *weight_bytes; /* device bytes of each weight, in use order */
+    size_t count;
+    uint64_t budget;              /* arena bytes available to weights and the ring */
+    uint64_t workspace;           /* bytes to keep free for activations and scratch */
+    int max_slots;                /* most staging slots in the ring; 0 = 4 */
+    const uint8_t *must_stream;   /* optional, count flags: 1 = this weight never stays resident */
+    /* Optional, for a plan timed against the pass (the engine fills these in after a pass it
+       timed): with use_ms and h2d_GBps set, candidate plans (ring sizes, which weights stream) are
+       played through a model of the ring and the fastest wins, instead of the fewest bytes. */
+    const uint32_t *use_order;    /* weight indices in use order, use_count of them; NULL: each
+                                     weight once, in index order */
+    size_t use_count;
+    const float *use_ms;          /* compute-stream milliseconds from each use to the next one */
+    double h2d_GBps;              /* host-to-device rate the transfers run at */
+} lwo_plan_desc;
+
+typedef struct lwo_plan {
+    uint8_t *resident;            /* count flags, 1 = resident (owned by the plan) */
+    uint64_t resident_bytes;
+    uint64_t slot_bytes;          /* at least the largest streamed weight (256-byte rounded); the
+                                     room no resident weight takes is shared among the slots, up
+                                     to a ring that holds every streamed byte */
+    int slots;                    /* the ring is slots x slot_bytes (0 when everything is resident);
+                                     weights are packed into it by bytes, so more than `slots` of
+                                     the smaller ones may be in it at once */
+    uint64_t streamed_bytes;      /* bytes moved per pass */
+    uint64_t total_bytes;         /* resident + ring + workspace: never above the budget */
+    double predicted_ms;          /* a timed plan: the model's steady-state pass, and how long the */
+    double predicted_wait_ms;     /* compute stream waits in it on transfers (0 when not timed); */
+    double predicted_graph_ms;    /* and a graph's replay of the pass (it starts from an empty ring) */
+    char error[256];              /* why lwo_plan_create failed ("" on success): on OUT_OF_BUDGET,
+                                     the weight that cannot fit and the bytes missing (the plan needs
+                                     at least the largest streamable weight, one slot, beside the
+                                     workspace) */
+} lwo_plan;
+LWO_API lwo_result lwo_plan_create(const lwo_plan_desc *desc, lwo_plan *out);
+LWO_API void lwo_plan_destroy(lwo_plan *plan);
+
+/* Streaming. Weights that do not stay resident travel through a staging ring on offload streams,
+   in the order the passes use them. Bracket each forward pass with lwo_pass_begin/end: the first
+   pass teaches the order; later passes prefetch ahead along it. A pass may deviate from the order:
+   it stays correct, only slower, and lwo_stats.order_deviations counts it.
+
+   lwo_streaming_plan places every weight created so far: resident where the budget allows, the rest
+   streamed through a ring of staging slots. A plan is a promise: once it succeeds, every
+   lwo_linear, lwo_weight_acquire and lwo_weight_release on the planned weights fits in what it
+   reserved, in this order of the arena: lwo_linear's workspace for x of up to desc.max_rows rows
+   (lwo_linear_workspace_bytes: the quantized activations, the upcast weight, x padded), the GEMMs'
+   split area where a GEMM of those shapes would split (sm_90a), the ring, and the resident weights;
+   besides them it leaves desc.free_bytes of the budget free for the caller's own tensors made after
+   the plan. lwo_linear's per-shape graphs and whole-pass graphs take no VRAM of the budget. Nothing
+   grows after a plan for the weights it placed (a call with more rows than declared runs in row
+   chunks); a weight created after the plan may grow the workspace into free room, and is placed by
+   the next plan. Where the budget cannot hold a plan it fails with LWO_ERROR_OUT_OF_BUDGET, and its
+   message and lwo_stats.plan_min_budget give the smallest lwo_desc.vram_budget that holds one (the
+   same tensors and weights made in the same order).
+   Called again after passes in the learned order, it is timed against them (each use's compute
+   time in the last pass, and the streamed copies' rate): run two passes first, since the first
+   loads the GEMM modules and its timings are the host's, not the GPU's. Not inside a pass. */
+typedef struct lwo_streaming_desc {
+    uint64_t max_rows;     /* the most rows of x (tokens) any lwo_linear on the planned weights gets: the
+                              workspace and split area are reserved for every call up to it. 0 = the
+                              workspace lwo_linear has grown so far, and at least what a call in
+                              chunks of 64 rows needs (run a pass before planning, or declare it) */
+    uint64_t free_bytes;   /* bytes of the budget kept free for tensors the caller makes after the plan
+                              (activations, say). 0 = none */
+} lwo_streaming_desc;
+LWO_API lwo_result lwo_streaming_plan(lwo_context *ctx, const lwo_streaming_desc *desc);   /* NULL: zero desc */
+LWO_API lwo_result lwo_pass_begin(lwo_context *ctx);
+/* Ends a pass. Weights still acquired are released (as if lwo_weight_release on the compute stream). */
+LWO_API lwo_result lwo_pass_end(lwo_context *ctx);
+/* For your own ops on a streamable weight: acquire makes the weight readable by kernels enqueued
+   next on `stream` (waiting on the GPU for its transfer, never on the host) and fills `out` with
+   device tensors valid until release; release records that the work enqueued so far on `stream`
+   is the last to read it, so its bytes in the staging ring may be overwritten after that work.
+   lwo_linear does both itself. On a resident weight both are cheap and `out` is what
+   lwo_weight_get_info gives. */
+LWO_API lwo_result lwo_weight_acquire(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w, lwo_weight_info *out);
+LWO_API lwo_result lwo_weight_release(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w);
+
+/* ==== Public API 11. Linear and graphs ======================================================= */
+/* y[M, N] = x[M, K] W^T + bias, ordered on `stream` (NULL = compute stream).
+   x: bf16 or f16 (2-D, row-major). y: f32, f16 or bf16 [M, N]. bias: NULL = the weight's own bias
+   (if any), else an f32/f16/bf16 device tensor of N elements that overrides it.
+   W8A8 formats quantize x per token into a workspace; the fp8 upcast formats upcast W into one.
+   The workspace is kept by the context and counted in the arena: calls of lwo_linear that use it
+   share it, so order those on different streams (events) or they race; on sm_90a their GEMMs also
+   share the split area of lwo_desc.gemm_split (8.4 MiB on an H200). A bf16 or f16 weight with x
+   16-byte aligned and K a multiple of 8 uses neither. Before any lwo_streaming_plan the workspace
+   grows to what a call needs (growing synchronizes the device) and the split area is made by the
+   first GEMM that splits, where the arena has room. lwo_streaming_plan reserves both for the shapes
+   it is told (lwo_streaming_desc.max_rows) and from then on nothing grows for its weights: a call
+   with more rows than the workspace holds runs in row chunks that fit (lwo_stats.linear_chunked),
+   and a GEMM with no split area runs unsplit, so no call on a planned weight fails for lack of VRAM.
+   Paths: sm_90a wgmma + tensor copy engine, other sm_80+ tensor cores (mma.sync), sm_75 a plain
+   FMA kernel (correctness only).
+   W8A8 weights that are not streamed keep a CUDA graph of their quantize + GEMM pair per (M, x, y
+   and bias dtypes) (lwo_desc.graph_cache): the first call at a key runs plainly, then captures and
+   launches it; later ones point its kernels at the new x, y, bias and workspace and launch it. Not
+   inside a capture of the stream (the plain kernels join the caller's graph); a failed capture or
+   update means plain launches for that weight from then on (logged at INFO,
+   lwo_stats.linear_graph_fallbacks). */
+typedef struct lwo_linear_desc {
+    lwo_stream *stream;        /* NULL = the compute stream */
+    const lwo_tensor *x;       /* required */
+    const lwo_weight *w;       /* required */
+    const lwo_tensor *bias;    /* NULL = the weight's own */
+    lwo_tensor *y;             /* required */
+} lwo_linear_desc;
+LWO_API lwo_result lwo_linear(lwo_context *ctx, const lwo_linear_desc *desc);
+
+/* A whole pass, streamed transfers included, as one CUDA graph: capture begins after the compute
+   stream is idle and records everything enqueued on it (and the transfers it waits on) until
+   capture_end. Needs pinned or registered host homes (graphs cannot copy from pageable memory).
+   Run the pass once before capturing it: the first use of a GEMM format loads its module and
+   lwo_linear may grow its workspace, and neither can happen inside a capture. */
+LWO_API lwo_result lwo_graph_capture_begin(lwo_context *ctx);
+LWO_API lwo_result lwo_graph_capture_end(lwo_context *ctx, lwo_graph **out);
+LWO_API lwo_result lwo_graph_launch(lwo_context *ctx, lwo_graph *g);
+LWO_API void lwo_graph_destroy(lwo_context *ctx, lwo_graph *g);
+/* Host-to-device bytes one launch of g streams (lwo_stats.bytes_streamed grows by this per launch;
+   the capture itself counts nothing). 0 for NULL. */
+LWO_API uint64_t lwo_graph_bytes_streamed(const lwo_graph *g);
+/* After any failed call inside a pass (or a whole-pass capture): ends the pass without learning or
+   timing anything from it, releases every weight it held acquired (their slots are free once the
+   work already queued on the compute stream is done), ends an open lwo_graph_capture_begin (no
+   graph is made), and waits for the streams. The context is then as usable as before the pass: the
+   next pass, plan or capture runs as if the failed pass had not been. No-op outside a pass and
+   capture. A sticky CUDA error (an illegal address in a kernel) is not recoverable: the driver
+   context is lost, and every later call reports it. */
+LWO_API lwo_result lwo_pass_abort(lwo_context *ctx);
+
+/* ==== Public API 12. safetensors: the reader and the writer ================================== */
+/* A bounds-checked reader and an atomic writer of the .safetensors checkpoint format. No context
+   or GPU needed.
+
+   The reader never trusts the file: the 8-byte little-endian header length must lie within the
+   file and under LWO_SAFETENSORS_MAX_HEADER; the JSON header is parsed against the exact schema
+   {"__metadata__": {str: str, ...}, name: {"dtype": str, "shape": [uint, ...],
+   "data_offsets": [begin, end]}, ...} -- any other field, type, a float or negative number, an
+   integer above 2^63-1, invalid UTF-8 (overlong forms, surrogates, code points past U+10FFFF),
+   a lone surrogate in a \u escape, \u0000, a control character, duplicate names or metadata keys,
+   trailing bytes other than whitespace: all are LWO_ERROR_BAD_FILE. Because every value has a
+   known shape, the parser never recurses, so nesting depth is bounded by construction (a nested
+   value where a number or string belongs is an error). Every tensor's byte length must equal
+   dtype size x product(shape) (checked for overflow), and the tensors, sorted by offset, must cover
+   the data area exactly: no overlaps, no holes, no trailing bytes (as the Rust reference checks).
+   Tensor data is not aligned beyond what the file gives (lwo's writer aligns each tensor to its
+   element size); read through memcpy when in doubt. Multi-byte values are little-endian, as on
+   every host lwo supports. The file's dtype tags ("F32", "BF16", "F8_E4M3", ...) are read into
+   lwo_dtype and written from it; F64, I64, I16 and BOOL exist for reading checkpoints.
+
+   LIMITS. What a hostile file can make lwo do is bounded by the file, never by what its header
+   claims. H is the header's length in bytes, B the bytes a tensor really has in the file.
+     header       at most LWO_SAFETENSORS_MAX_HEADER bytes (default 100 MiB; define it before the
+                  include to change it), and it must lie within the file.
+     keys         no count of their own: a tensor entry takes at least 49 header bytes and a
+                  metadata entry about 6, so H bounds them (2 million tensors, 17 million metadata
+                  keys in a 100 MiB header). Names and metadata keys must be unique.
+     rank         at most LWO_SAFETENSORS_MAX_DIMS (8) dimensions.
+     dims         each at most 2^63-1, with dtype size x product(shape) below 2^64. A dimension may
+                  be 0; the tensor then has no bytes, whatever its other dimensions say.
+     names        names, keys and values may be as long as the header holds; the conventions
+                  (<prefix>.weight_scale, .bias, ...) are found for names of any length, and
+                  messages quote at most 300 bytes of a name.
+     nesting      none in the header (its schema is flat, so the parser never recurses);
+                  LWO_SAFETENSORS_MAX_JSON_DEPTH (32) inside a comfy_quant tensor.
+     open         O(H log H) time and at most about 13 bytes of host memory per header byte at
+                  any moment (the decoded strings, the tensor and metadata tables as they grow by
+                  doubling, the name index). The indexes are sorted with lwo's own heap sort: the C
+                  library's qsort promises no bound, and a quicksort can be driven quadratic by an
+                  order an attacker picks. tests/fuzz_safetensors.c fails any input that makes lwo
+                  hold more than 16 bytes per byte of the file (plus 64 KiB), conversions and the
+                  loaders' CPU side included.
+     later calls  loop and allocate in proportion to B of the tensors they touch, never to a
+                  shape alone: lwo_safetensors_find and the conventions are O(log n) lookups;
+                  lwo_safetensors_convert writes at most 4 bytes of data and 4 bytes of row scales
+                  per element (an element takes at least one byte), and refuses INT8 for a tensor
+                  whose row count exceeds its element count (a tensor of no elements and more than
+                  one row: [2^36, 0] would otherwise ask for 2^36 row scales); the weight loaders
+                  refuse tensors of no elements, and their CPU side holds at most an f32 copy of
+                  the tensor (4 bytes per element) plus copies of its scales, smooth and bias. The
+                  weight itself is stored with K padded to a multiple of 64 (lwo_weight_info.kpad),
+                  so a [N, 1] fp8 tensor becomes up to 128 x B bytes of device (and, when
+                  streamed, pinned host) memory: that is built in the arena, so the VRAM budget
+                  caps it.
+     file types   regular files only. lwo_safetensors_create opens with O_NONBLOCK (Windows: GetFileType) (so a FIFO cannot
+                  block it), then fstat rejects anything else with LWO_ERROR_IO naming what it is
+                  (a FIFO, a directory, a device, a socket).
+     file changes the file's size is checked once, at open. A file that shrinks while mapped
+                  makes a later read of the lost pages (tensor data; the header while it is parsed)
+                  raise SIGBUS, as for any reader of a mapped file; lwo installs no signal handler,
+                  since that is process-wide state a library must not take. Keep checkpoints
+                  immutable while open: replace a file by writing a new one and renaming it over
+                  the old (lwo_safetensors_write does), which leaves an open mapping on the old
+                  file intact; or handle SIGBUS yourself. Everything but tensor data (names,
+                  shapes, metadata, the indexes) is decoded into lwo's memory at open, so lookups
+                  never touch the mapping; only reads of tensors do (the data itself, and the
+                  small tensors the conventions parse: comfy_quant JSON, scalar scales). */
+#ifndef LWO_SAFETENSORS_MAX_HEADER
+#define LWO_SAFETENSORS_MAX_HEADER (100u << 20)   /* largest JSON header accepted, bytes (100 MiB) */
+#endif
+#define LWO_SAFETENSORS_MAX_DIMS 8        /* a tensor of more dimensions is rejected as a bad file */
+#define LWO_SAFETENSORS_MAX_JSON_DEPTH 32 /* nesting bound of the free-form JSON in comfy_quant entries */
+#define LWO_SAFETENSORS_LWO_INT8_V1 "int8-per-channel-v1"  /* value of metadata key "lwo.quant" */
+
+/* One tensor of an open file. Pointers stay valid until lwo_safetensors_destroy. */
+typedef struct lwo_safetensors_tensor {
+    const char *name;             /* NUL-terminated UTF-8 */
+    lwo_dtype dtype;
+    int ndim;                     /* 0 (a scalar) .. LWO_SAFETENSORS_MAX_DIMS */
+    uint64_t shape[LWO_SAFETENSORS_MAX_DIMS];  /* entries past ndim are 0 */
+    uint64_t numel;               /* product of shape (1 for a scalar, 0 when a dim is 0) */
+    uint64_t bytes;               /* numel * lwo_dtype_size(dtype) */
+    uint64_t offset;              /* absolute file offset of the first byte */
+    const void *data;             /* into the read-only mapping (or the caller's memory) */
+    size_t shard;                 /* index of the file in the desc's paths */
+} lwo_safetensors_tensor;
+
+typedef struct lwo_safetensors lwo_safetensors;
+/* What to read: one file (path), a sharded checkpoint as one set (paths: names are looked up across
+   all files, a name in two shards is LWO_ERROR_BAD_FILE, metadata is merged with the first shard's
+   value winning), or bytes the caller owns and keeps alive and unchanged until destroy (data,
+   size). Exactly one of the three. Paths are UTF-8 (on Windows too). */
+typedef struct lwo_safetensors_desc {
+    const char *path;
+    const char *const *paths;
+    size_t path_count;
+    const void *data;
+    size_t size;
+} lwo_safetensors_desc;
+/* Opens and validates (files are mapped read-only; the mapping lives until destroy). On failure
+   *out is still set (unless host memory ran out; then it is NULL) so lwo_safetensors_last_error can
+   say what is wrong and where (file offset, tensor name); always lwo_safetensors_destroy what you got.
+   Returns LWO_ERROR_IO (open/stat/map failed, or not a regular file), LWO_ERROR_BAD_FILE,
+   LWO_ERROR_INVALID_ARGUMENT. */
+LWO_API lwo_result lwo_safetensors_create(const lwo_safetensors_desc *desc, lwo_safetensors **out);
+LWO_API void lwo_safetensors_destroy(lwo_safetensors *f);   /* NULL is fine */
+/* Detail of the last failure ("" if none). Valid until the next call on f. */
+LWO_API const char *lwo_safetensors_last_error(const lwo_safetensors *f);
+
+/* Tensors in header order, shard after shard. */
+LWO_API size_t lwo_safetensors_count(const lwo_safetensors *f);
+LWO_API const lwo_safetensors_tensor *lwo_safetensors_tensor_at(const lwo_safetensors *f, size_t i); /* NULL if out of range */
+LWO_API const lwo_safetensors_tensor *lwo_safetensors_find(const lwo_safetensors *f, const char *name); /* O(log n); NULL if absent */
+/* Metadata ("__metadata__"), ordered by key bytes. */
+LWO_API size_t lwo_safetensors_metadata_count(const lwo_safetensors *f);
+LWO_API const char *lwo_safetensors_metadata_key(const lwo_safetensors *f, size_t i);
+LWO_API const char *lwo_safetensors_metadata_value(const lwo_safetensors *f, size_t i);
+LWO_API const char *lwo_safetensors_metadata_find(const lwo_safetensors *f, const char *key); /* NULL if absent */
+
+typedef struct lwo_safetensors_write_tensor {
+    const char *name;          /* UTF-8, unique, not "__metadata__" */
+    lwo_dtype dtype;           /* any but INVALID */
+    int ndim;                  /* 0 .. LWO_SAFETENSORS_MAX_DIMS */
+    const uint64_t *shape;     /* ndim entries (may be NULL when ndim is 0) */
+    const void *data;          /* `bytes` bytes, little-endian; may be NULL when bytes is 0 */
+    uint64_t bytes;            /* must equal dtype size * product(shape) */
+} lwo_safetensors_write_tensor;
+typedef struct lwo_safetensors_write_desc {
+    const char *path;          /* required, UTF-8 */
+    const lwo_safetensors_write_tensor *tensors;
+    size_t tensor_count;
+    const char *const *meta_keys, *const *meta_values;   /* meta_count each */
+    size_t meta_count;
+    char error[512];           /* out: why the write failed ("" on success) */
+} lwo_safetensors_write_desc;
+/* Writes a .safetensors file: the header (8-byte length, JSON with __metadata__ first when
+   meta_count > 0, padded with spaces to a multiple of 8 as the Rust implementation does), then the
+   data, ordered by element size (largest first) then name, so every tensor is aligned to its
+   element size. Writes `path.tmp.<pid>`, fsyncs, renames over `path` (Windows: FlushFileBuffers,
+   MoveFileExW replacing it); on failure removes the temporary file and writes the reason into
+   desc->error. Returns LWO_ERROR_INVALID_ARGUMENT, LWO_ERROR_IO or LWO_ERROR_OUT_OF_HOST_MEMORY. */
+LWO_API lwo_result lwo_safetensors_write(lwo_safetensors_write_desc *desc);
+
+/* ==== Public API 13. Checkpoints: conventions, storage policies, conversion, loading ========= */
+/* For a weight `<prefix>.weight`, lwo_safetensors_get_quant_info reports the convention it is
+   stored in:
+   LWO_CONVENTION_COMFY_QUANT `<prefix>.comfy_quant` exists: a U8 [n] tensor holding a JSON object
+                              such as {"format":"float8_e4m3fn"} (copied to `comfy_format`);
+                              scales `<prefix>.weight_scale`, optional `<prefix>.input_scale`.
+   LWO_CONVENTION_LWO_INT8    metadata "lwo.quant" = "int8-per-channel-v1" and the weight is I8:
+                              `<prefix>.weight` I8 [N, K], `<prefix>.weight_scale` F32 [N]
+                              (w = q * weight_scale[n]), optional `<prefix>.smooth` F32 [K]
+                              (the activation divisor: y = (x / smooth) @ (q * s)^T).
+   LWO_CONVENTION_COMFY_SCALED_FP8a tensor named `scaled_fp8` exists and the weight is fp8:
+                              `<prefix>.scale_weight` (one f32; missing means 1) and optional
+                              `<prefix>.scale_input`; w = fp8 * scale_weight.
+   LWO_CONVENTION_NONE        none of these (a plain tensor).
+   Checked in that order. Scale values are parsed when the scale tensor has one element (F32, F16,
+   BF16 or F64); else the *_value field is 1 and the caller reads the tensor.
+   Returns LWO_ERROR_NOT_FOUND when weight_name is absent, LWO_ERROR_BAD_FILE when a convention's
+   tensors are inconsistent (wrong dtype or shape, bad comfy_quant JSON); detail in the error. */
+typedef enum lwo_convention {
+    LWO_CONVENTION_NONE = 0,
+    LWO_CONVENTION_COMFY_SCALED_FP8,
+    LWO_CONVENTION_COMFY_QUANT,
+    LWO_CONVENTION_LWO_INT8
+} lwo_convention;
+typedef struct lwo_safetensors_quant {
+    lwo_convention convention;
+    const lwo_safetensors_tensor *weight;
+    const lwo_safetensors_tensor *weight_scale;   /* scale_weight / weight_scale, or NULL */
+    const lwo_safetensors_tensor *input_scale;    /* scale_input / input_scale, or NULL */
+    const lwo_safetensors_tensor *smooth;         /* lwo int8 only, or NULL */
+    float weight_scale_value;            /* the scalar scale, or 1 */
+    float input_scale_value;             /* the scalar input scale, or 1 */
+    char comfy_format[64];               /* comfy_quant's "format" ("" otherwise) */
+} lwo_safetensors_quant;
+LWO_API lwo_result lwo_safetensors_get_quant_info(lwo_safetensors *f, const char *weight_name, lwo_safetensors_quant *out);
+
+/* Storage policies say, by glob over tensor names, how each tensor is stored. Rules are tried in
+   order; the first whose pattern matches the whole name wins. Patterns are globs over bytes: `*`
+   matches any run (dots included), `?` one byte, everything else itself. A zero-filled policy keeps
+   every tensor as it is (LWO_FORMAT_KEEP). */
+typedef struct lwo_storage_rule { const char *pattern; lwo_format format; } lwo_storage_rule;
+typedef struct lwo_storage_policy {
+    const lwo_storage_rule *rules;
+    size_t rule_count;
+    lwo_format default_format;   /* when no rule matches. 0 = LWO_FORMAT_KEEP */
+} lwo_storage_policy;
+LWO_API int lwo_glob_match(const char *pattern, const char *name);   /* 1 on a match */
+LWO_API lwo_format lwo_storage_policy_format(const lwo_storage_policy *p, const char *name);
+
+/* Converts file tensor `tensor` to `format` on the CPU with lwo's reference codecs (lwo_ref_*, the
+   math of the GPU kernels). Targets: KEEP, BF16, F16, F32, FP8_E4M3, FP8_E5M2, INT8 (W8A8 fp8 is a
+   weight's format, not a conversion's). Any source dtype is read as f32 (f64 and the integers
+   through a C conversion); f32 -> bf16/f16 round to nearest even (f16 overflows to inf); fp8 is
+   q = fp8(x * (1 / scale)), RNE, saturating (inf too), NaN kept; int8 rows are
+   clamp(rne(x * (1 / scale)), -127, 127) with NaN -> 0. The scales are absmax / 448 (e4m3),
+   absmax / 57344 (e5m2), absmax(row) / 127 (int8), NaNs skipped, 1 for all zeros (or when the
+   division underflows): on NaN-free data exactly what lwo_quantize (and so lwo_weight_create)
+   produces on the GPU. NaN encodes as lwo_ref's: bf16 quiet, f16 0x7fff, fp8 sign | 0x7f. For INT8
+   a tensor of ndim >= 2 has rows = shape[0] and cols = numel / rows; ndim 0 or 1 is one row.
+   Zero copy: when the tensor's dtype already is the target's (always for KEEP) out->data points
+   into the mapping, nothing is allocated, and scale / row_scales are 1 / NULL -- the file's own
+   scales (lwo_safetensors_get_quant_info) apply.
+   Buffers: `buf` (buf_bytes) receives the data and `scales` (scales_count floats) the int8 row
+   scales; either NULL means lwo allocates it with LWO_MALLOC (freed by
+   lwo_safetensors_converted_destroy). Work and memory are bounded by the tensor's bytes (LIMITS
+   above): INT8 of a tensor with more rows than elements (an empty [R, 0] with R > 1) is
+   LWO_ERROR_BAD_FILE, whatever the buffers. Returns LWO_ERROR_INVALID_ARGUMENT (bad target, buffer
+   too small), LWO_ERROR_BAD_FILE, LWO_ERROR_OUT_OF_HOST_MEMORY; out->error says why (naming the
+   tensor and its shape). */
+typedef struct lwo_safetensors_convert_desc {
+    const lwo_safetensors_tensor *tensor;   /* required */
+    lwo_format format;         /* 0 = KEEP */
+    void *buf;                 /* optional */
+    uint64_t buf_bytes;
+    float *scales;             /* optional */
+    uint64_t scales_count;
+} lwo_safetensors_convert_desc;
+typedef struct lwo_safetensors_converted {
+    lwo_format format;         /* the target (KEEP resolved to the file's own) */
+    lwo_dtype dtype;           /* dtype of data */
+    const void *data;
+    uint64_t bytes;
+    float scale;               /* fp8: dequantize as value * scale; else 1 */
+    const float *row_scales;   /* int8: [rows]; else NULL */
+    uint64_t rows, cols;       /* int8 layout; else 0 */
+    int zero_copy;             /* 1 when data points into the file */
+    void *owned_data;          /* what lwo allocated (freed by lwo_safetensors_converted_destroy) */
+    float *owned_scales;
+    char error[256];           /* why the call failed ("" on success) */
+} lwo_safetensors_converted;
+LWO_API lwo_result lwo_safetensors_convert(const lwo_safetensors_convert_desc *desc, lwo_safetensors_converted *out);
+LWO_API void lwo_safetensors_converted_destroy(lwo_safetensors_converted *c);
+
+/* Weights from a checkpoint (these need a context): lwo_safetensors_load_weight makes an lwo_weight (as lwo_weight_create does) from the 2-D tensor
+   `weight_name` of f, normally "<prefix>.weight" [N, K], stored in `format` (KEEP: as the file holds it, lwo_safetensors_weight_format) with `placement`.
+   "<prefix>.bias" (1-D [N]: F32, F16, BF16, or F64 converted to f32) is attached when present.
+   How the tensor is read depends on how the file stores it (lwo_safetensors_get_quant_info):
+     plain F32 / F16 / BF16: handed to lwo_weight_create as it is and quantized on the GPU into any
+       format (F64 is converted to f32 on the CPU first);
+     fp8 (ComfyUI scaled fp8, or comfy_quant "float8_e4m3fn" / "float8_e5m2", with a scalar weight
+       scale; a plain fp8 tensor has scale 1): in its own fp8 format, codes and scale as they are
+       (e4m3: LWO_FORMAT_FP8_E4M3, or LWO_FORMAT_FP8_E4M3_W8A8 with that scale on every row; e5m2:
+       LWO_FORMAT_FP8_E5M2). The input scale is not used: lwo quantizes activations per call;
+     lwo int8 (I8 + weight_scale [N] + optional smooth [K]): LWO_FORMAT_INT8 as it is, with its
+       row scales and smooth;
+     a quantized tensor asked for in another format is first dequantized on the CPU with lwo's
+       reference codecs into an f32 buffer of N x K (held for the call only): fp8 as code * scale,
+       int8 as (q * weight_scale[n]) / smooth[k]; for FP8_E4M3_W8A8 the smooth is kept (lwo folds
+       it back into the columns); then it is quantized on the GPU like a plain tensor.
+   Zero copy: when the tensor already is what the device stores (BF16 -> LWO_FORMAT_BF16, F16 ->
+   F16, F8_E4M3 -> FP8_E4M3 or FP8_E4M3_W8A8, F8_E5M2 -> FP8_E5M2, lwo int8 -> INT8), K is a multiple
+   of 64 and the placement is AUTO or STREAMED, the weight's host home is the file's mapping itself
+   (lwo_weight_desc.borrow_host): the file's whole data area is registered with the driver
+   read-only, once per file and context (the driver refuses to register a page twice, and packed
+   tensors share pages), and no copy is made in RAM. Registering pins the mapping, so the first
+   zero-copy load reads the whole file into RAM, and tensors of that file loaded as copies are then
+   held twice: load a checkpoint as it is stored, or convert it once ahead (lwo_safetensors_convert,
+   lwo_safetensors_write). Another context registering the same file gets pinned copies (a
+   warning). The registration goes with the last weight using it. lwo_weight_info.host_home is then
+   LWO_HOME_REGISTERED and host_data points at the tensor in the mapping. Should the driver refuse
+   the registration, the weight gets lwo's pinned copy instead and a warning is logged.
+   THE MAPPING MUST OUTLIVE THE WEIGHT: destroy the weights (or the context) before
+   lwo_safetensors_destroy(f). Weights that were copied do not need the file after the call.
+   Returns LWO_ERROR_INVALID_ARGUMENT (a NULL, a format or placement out of range, a tensor that is
+   not 2-D), LWO_ERROR_NOT_FOUND (no such tensor), LWO_ERROR_BAD_FILE (a convention's tensors are
+   inconsistent, a bias of the wrong shape, a scale that is not positive and finite, a smooth
+   divisor that is not), LWO_ERROR_UNSUPPORTED (a dtype or convention lwo cannot store: integers
+   other than lwo int8, per-channel or block comfy scales, other comfy_quant formats), or what
+   lwo_weight_create returns. lwo_last_error(ctx) names the tensor. On failure *out is NULL and
+   nothing stays allocated or registered. */
+LWO_API lwo_result lwo_safetensors_load_weight(lwo_context *ctx, lwo_safetensors *f, const char *weight_name,
+                                               lwo_format format, lwo_placement placement, lwo_weight **out);
+/* The lwo_format a storage choice means for weight tensor `weight_name` of f. LWO_FORMAT_KEEP: the
+   format the file holds it in (BF16 -> LWO_FORMAT_BF16, F16 -> F16, F8_E4M3 -> FP8_E4M3 (the upcast
+   format), F8_E5M2 -> FP8_E5M2, lwo int8 -> INT8; F32 and F64 -> BF16, the nearest format lwo
+   stores). Any weight format: itself. LWO_FORMAT_F32: LWO_ERROR_UNSUPPORTED, since lwo stores no
+   weight as f32 (a policy meant for norms and biases must not pick f32 for a linear weight; ask
+   for BF16 or KEEP). A tensor no format keeps (plain integers) is LWO_ERROR_UNSUPPORTED too. No
+   context needed; the detail of a failure is lwo_safetensors_last_error(f). */
+LWO_API lwo_result lwo_safetensors_weight_format(lwo_safetensors *f, const char *weight_name, lwo_format format,
+                                                 lwo_format *out);
+/* lwo_safetensors_load_weight in the format `policy` picks for weight_name: lwo_storage_policy_format,
+   then lwo_safetensors_weight_format. A NULL policy keeps every tensor as the file has it. */
+LWO_API lwo_result lwo_safetensors_load_weight_policy(lwo_context *ctx, lwo_safetensors *f, const char *weight_name,
+                                                      const lwo_storage_policy *policy, lwo_placement placement,
+                                                      lwo_weight **out);
+
+/* ==== Public API 14. Stats =================================================================== */
+typedef struct lwo_stats {
+    uint64_t kernels_launched;
+    uint64_t bytes_uploaded, bytes_downloaded;
+    uint64_t modules_compiled, modules_from_cache;
+    /* streaming (section 10) */
+    uint64_t bytes_streamed, transfers;  /* host-to-device weight traffic through the ring (a
+                                            captured pass counts at each lwo_graph_launch) */
+    uint64_t passes, order_deviations;   /* passes ended; acquisitions that left the learned order */
+    uint64_t graph_launches;
+    /* lwo_linear's per-weight graphs (lwo_desc.graph_cache) */
+    uint64_t linear_graph_captures;      /* graphs captured (each first call at a key) */
+    uint64_t linear_graph_hits;          /* calls replayed from a cached graph */
+    uint64_t linear_graph_evictions;     /* graphs dropped to make room (least recently used) */
+    uint64_t linear_graph_fallbacks;     /* weights whose capture or update failed: plain launches since */
+    uint64_t resident_bytes, ring_bytes; /* of the current plan */
+    double wait_ms;                      /* time the compute stream stood waiting for transfers */
+    double last_pass_ms;                 /* GPU time of the last finished pass */
+    uint64_t last_pass_bytes;            /* bytes streamed in it */
+    double last_pass_GBps;               /* last_pass_bytes / last_pass_ms: achieved host-to-device */
+    double transfer_GBps;                /* the streamed copies' own rate since the last plan: their
+                                            bytes over the time some copy was running (what a plan
+                                            made after them is timed with) */
+    double plan_predicted_ms;            /* a plan timed against a pass (lwo_streaming_plan after one): */
+    double plan_predicted_wait_ms;       /* the model's eager pass and its waits, and a graph's */
+    double plan_predicted_graph_ms;      /* replay of the pass; 0 when not timed */
+    uint64_t gemm_splits;                /* GEMM launches whose last rounds were split along K
+                                            (lwo_desc.gemm_split) */
+    uint64_t linear_chunked;             /* lwo_linear calls that ran x in row chunks: more rows than
+                                            the workspace holds (lwo_streaming_desc.max_rows) */
+    uint64_t plan_min_budget;            /* the smallest lwo_desc.vram_budget the last lwo_streaming_plan
+                                            would have succeeded with (set whether it did or not) */
+    uint64_t plan_workspace_bytes;       /* what the last plan reserved for lwo_linear's workspace */
+    uint64_t plan_split_bytes;           /* and for the GEMMs' split area (0: none) */
+} lwo_stats;
+/* The counters since create. Reading them waits for the compute stream, so the timings of all the
+   work so far count. */
+LWO_API lwo_result lwo_context_get_stats(lwo_context *ctx, lwo_stats *out);
+
+/* ==== Public API 15. The context ============================================================== */
 /* Every field's zero value is a documented default: `lwo_desc d = {0};` is a valid desc. */
 typedef struct lwo_desc {
     int device;                /* CUDA device ordinal. Default 0. */
-    int log_level;             /* messages at or below this level reach `log`. 0 = LWO_LOG_WARN. */
+    int log_level;             /* messages at or below this level reach `log`. 0 = LWO_LOG_PROGRESS. */
     uint64_t vram_budget;      /* bytes of VRAM lwo may use, allocated once as its arena at create.
                                   0 = 90% of the device's free memory at create, minus 256 MiB,
                                   rounded down to 2 MiB. */
@@ -202,728 +981,23 @@ typedef struct lwo_startup_times {
     double total_ms;           /* lwo_create from entry to return */
 } lwo_startup_times;
 
+/* Arena use: bytes now in use, the peak since create, the budget, the largest free block. */
+typedef struct lwo_memory_stats { uint64_t budget, in_use, peak, largest_free; } lwo_memory_stats;
+
+/* What a context is: its device, how its start went, its arena. */
+typedef struct lwo_context_info {
+    lwo_device_info device;
+    lwo_startup_times startup;
+    lwo_memory_stats memory;
+} lwo_context_info;
+
 /* Create a context: load the driver, pick the device, allocate the arena, load the kernels.
    On failure *out is still set (unless host memory ran out) so lwo_last_error(*out) can say why;
    such a context answers only lwo_last_error and lwo_destroy. Always lwo_destroy what you got. */
 LWO_API lwo_result lwo_create(const lwo_desc *desc, lwo_context **out);
-/* Frees everything lwo made (tensors, streams, events, modules, arena); nothing it was lent. */
+/* Frees everything lwo made (tensors, streams, events, modules, weights, arena); nothing it was lent. */
 LWO_API void lwo_destroy(lwo_context *ctx);
-/* The detail of the last failure on this context ("" if none). Valid until the next lwo call. */
-LWO_API const char *lwo_last_error(const lwo_context *ctx);
-LWO_API lwo_result lwo_device_info_get(lwo_context *ctx, lwo_device_info *out);
-LWO_API lwo_result lwo_startup_times_get(lwo_context *ctx, lwo_startup_times *out);
-
-/* ==== Public API: tensors ==================================================================== */
-#define LWO_MAX_DIMS 4
-/* A dense, row-major device tensor. Created ones live in the context's arena (256-byte aligned);
-   wrapped ones point at memory the caller owns (or at part of another tensor). */
-LWO_API lwo_result lwo_tensor_create(lwo_context *ctx, lwo_dtype dtype, int ndim, const uint64_t *shape,
-                                     lwo_tensor **out);
-LWO_API lwo_result lwo_tensor_wrap(lwo_context *ctx, uint64_t device_ptr, lwo_dtype dtype, int ndim,
-                                   const uint64_t *shape, lwo_tensor **out);
-LWO_API void lwo_tensor_destroy(lwo_context *ctx, lwo_tensor *t);
-LWO_API uint64_t lwo_tensor_device_ptr(const lwo_tensor *t);  /* CUdeviceptr, for own kernels */
-LWO_API lwo_dtype lwo_tensor_dtype(const lwo_tensor *t);
-LWO_API int lwo_tensor_ndim(const lwo_tensor *t);
-LWO_API uint64_t lwo_tensor_dim(const lwo_tensor *t, int i);
-LWO_API uint64_t lwo_tensor_numel(const lwo_tensor *t);
-LWO_API uint64_t lwo_tensor_bytes(const lwo_tensor *t);
-/* Copies between host memory and a tensor, ordered on `stream` (NULL = the compute stream).
-   The plain forms return when the copy is done; the _async forms need pinned host memory to overlap. */
-LWO_API lwo_result lwo_tensor_upload(lwo_context *ctx, lwo_tensor *dst, const void *src, uint64_t bytes);
-LWO_API lwo_result lwo_tensor_download(lwo_context *ctx, const lwo_tensor *src, void *dst, uint64_t bytes);
-LWO_API lwo_result lwo_tensor_upload_async(lwo_context *ctx, lwo_stream *s, lwo_tensor *dst, const void *src, uint64_t bytes);
-LWO_API lwo_result lwo_tensor_download_async(lwo_context *ctx, lwo_stream *s, const lwo_tensor *src, void *dst, uint64_t bytes);
-LWO_API lwo_result lwo_tensor_fill_bytes(lwo_context *ctx, lwo_stream *s, lwo_tensor *t, uint8_t value);
-
-/* Arena use: bytes now in use, the peak since create, and the budget. */
-typedef struct lwo_memory_stats { uint64_t budget, in_use, peak, largest_free; } lwo_memory_stats;
-LWO_API lwo_result lwo_memory_stats_get(lwo_context *ctx, lwo_memory_stats *out);
-
-/* Pinned (page-locked) host memory, for transfers that overlap compute. */
-LWO_API lwo_result lwo_host_alloc(lwo_context *ctx, uint64_t bytes, void **out);
-LWO_API void lwo_host_free(lwo_context *ctx, void *p);
-
-/* ==== Public API: streams and events ========================================================= */
-/* NULL as a stream argument anywhere means the context's compute stream. */
-LWO_API lwo_result lwo_stream_create(lwo_context *ctx, lwo_stream **out);
-LWO_API void lwo_stream_destroy(lwo_context *ctx, lwo_stream *s);
-LWO_API lwo_result lwo_stream_synchronize(lwo_context *ctx, lwo_stream *s);
-LWO_API void *lwo_stream_handle(lwo_context *ctx, lwo_stream *s);  /* the CUstream */
-LWO_API lwo_result lwo_event_create(lwo_context *ctx, lwo_event **out);
-LWO_API void lwo_event_destroy(lwo_context *ctx, lwo_event *e);
-LWO_API lwo_result lwo_event_record(lwo_context *ctx, lwo_event *e, lwo_stream *s);
-LWO_API lwo_result lwo_stream_wait_event(lwo_context *ctx, lwo_stream *s, lwo_event *e); /* GPU-side wait */
-LWO_API lwo_result lwo_event_synchronize(lwo_context *ctx, lwo_event *e);
-LWO_API lwo_result lwo_event_elapsed_ms(lwo_context *ctx, lwo_event *start, lwo_event *end, float *ms);
-
-/* ==== Public API: your own kernels =========================================================== */
-/* Compile CUDA C source (no toolkit #includes available) for this device through the same NVRTC
-   path and cubin cache lwo uses for its own kernels. `name` labels the NVRTC log; `options` is an
-   optional NULL-terminated list of extra NVRTC options (part of the cache key). */
-LWO_API lwo_result lwo_module_compile(lwo_context *ctx, const char *source, const char *name,
-                                      const char *const *options, lwo_module **out);
-LWO_API void lwo_module_destroy(lwo_context *ctx, lwo_module *m);
-/* Launch extern "C" __global__ `kernel` of module `m`; args as for cuLaunchKernel (an array of
-   pointers to each argument). Functions are looked up once and remembered. */
-LWO_API lwo_result lwo_launch(lwo_context *ctx, lwo_stream *s, lwo_module *m, const char *kernel,
-                              const unsigned grid[3], const unsigned block[3], unsigned shared_bytes,
-                              void **args);
-
-/* ==== Public API: conversion and quantization kernels ======================================== */
-/* dst = src * scale, elementwise, any shapes with equal element counts.
-   src: f8_e4m3, f8_e5m2, bf16, f16, f32.  dst: bf16, f16, f32 (round to nearest even).
-   NaN stays NaN. Use lwo_quantize_fp8 to produce fp8. */
-LWO_API lwo_result lwo_convert(lwo_context *ctx, lwo_stream *s, const lwo_tensor *src, lwo_tensor *dst, float scale);
-
-/* dst = sat(src * (1 / scale)) in fp8, round to nearest even, saturating to +-448 (e4m3) / +-57344 (e5m2);
-   NaN stays NaN. `scale` is an f32 tensor of one element on the device. With compute_scale != 0 it
-   is written first as absmax(src) / fp8_max (1.0 when src is all zero); else it is read. */
-LWO_API lwo_result lwo_quantize_fp8(lwo_context *ctx, lwo_stream *s, const lwo_tensor *src, lwo_tensor *dst,
-                                    lwo_tensor *scale, int compute_scale);
-
-/* Per-row symmetric int8: for W [N, K] (bf16/f16/f32): scales[n] = absmax(W[n,:]) / 127 and
-   q[n,k] = clamp(rne(W[n,k] * (1 / scales[n])), -127, 127). An all-zero row gets scale 1 and zeros.
-   q: i8 [N, Kq] with Kq >= K (columns past K are written as 0); scales: f32 [N]. */
-LWO_API lwo_result lwo_quantize_int8_rows(lwo_context *ctx, lwo_stream *s, const lwo_tensor *w,
-                                          lwo_tensor *q, lwo_tensor *scales);
-
-/* Dynamic per-token activation quantization for W8A8: for x [M, K] (bf16/f16/f32) and an optional
-   smoothing divisor smooth [K] (f32), v = x[m,k] / smooth[k]; scales[m] = absmax(v) / 127;
-   q[m,k] = clamp(rne(v * (1 / scales[m])), -127, 127); q: i8 [M, Kq], Kq >= K, zero past K.
-   The same convention as lwo_quantize_int8_rows (an all-zero row: scale 1, zeros). */
-LWO_API lwo_result lwo_quantize_act_int8(lwo_context *ctx, lwo_stream *s, const lwo_tensor *x,
-                                         const lwo_tensor *smooth, lwo_tensor *q, lwo_tensor *scales);
-
-/* ==== Public API: CPU references (no GPU, no context needed) ================================= */
-/* Exactly the math of the kernels above, element by element; the GPU tests compare against them. */
-LWO_API float lwo_ref_fp8_to_f32(uint8_t code, lwo_dtype fp8);      /* exact */
-LWO_API uint8_t lwo_ref_f32_to_fp8(float v, lwo_dtype fp8);         /* RNE, saturating, NaN kept */
-LWO_API float lwo_ref_bf16_to_f32(uint16_t h);
-LWO_API uint16_t lwo_ref_f32_to_bf16(float v);                      /* RNE, NaN kept (quiet) */
-LWO_API float lwo_ref_f16_to_f32(uint16_t h);
-LWO_API uint16_t lwo_ref_f32_to_f16(float v);                       /* RNE, overflow to inf */
-LWO_API float lwo_ref_load(const void *data, lwo_dtype t, uint64_t i); /* element i as f32 */
-LWO_API void lwo_ref_store(void *data, lwo_dtype t, uint64_t i, float v);
-LWO_API lwo_result lwo_ref_convert(const void *src, lwo_dtype st, void *dst, lwo_dtype dt, uint64_t n, float scale);
-LWO_API float lwo_ref_fp8_scale(const void *src, lwo_dtype st, uint64_t n, lwo_dtype fp8);
-LWO_API lwo_result lwo_ref_quantize_fp8(const void *src, lwo_dtype st, uint8_t *dst, lwo_dtype fp8, uint64_t n, float scale);
-LWO_API lwo_result lwo_ref_quantize_int8_rows(const void *w, lwo_dtype wt, uint64_t rows, uint64_t k,
-                                              const float *smooth, int8_t *q, uint64_t kq, float *scales);
-
-/* ==== Public API: weights and linear ========================================================= */
-/* A weight: the matrix W [N = rows, K = cols] of y = x W^T + bias, stored on the device in one of
-   these formats and consumed by lwo_linear. Owned by its context (freed by lwo_weight_destroy or
-   lwo_destroy). Storage is resident in the arena, K padded with zeros to a multiple of 64. */
-typedef struct lwo_weight lwo_weight;
-typedef enum lwo_format {
-    LWO_FORMAT_BF16 = 0,      /* bf16 weight, tensor-core bf16 GEMM (x must be bf16) */
-    LWO_FORMAT_F16,           /* f16 weight, tensor-core f16 GEMM (x must be f16) */
-    LWO_FORMAT_FP8_E4M3,      /* e4m3 + per-tensor scale; upcast to x's dtype per call, then the 16-bit GEMM */
-    LWO_FORMAT_FP8_E5M2,      /* e5m2 + per-tensor scale; as above */
-    LWO_FORMAT_INT8,          /* W8A8 int8: per-output-channel scales; x quantized per token per call */
-    LWO_FORMAT_FP8_E4M3_W8A8, /* W8A8 fp8 e4m3, per-output-channel scales, x per token (absmax/448); cc >= 8.9 */
-    LWO_FORMAT_COUNT
-} lwo_format;
-
-/* W8A8 activation prep. Before x is quantized per token, and before W is quantized per output
-   channel at lwo_weight_create, both go through the same column transform, chosen so that
-   x' W'^T = x W^T in real arithmetic (perm, smooth and hadamard of lwo_weight_desc; each optional):
-     x'[m, :] = H (x[m, perm[j]] / smooth[perm[j]])_j      W'[n, :] = H (W[n, perm[j]] * smooth[perm[j]])_j
-   in this order: permute, smooth, rotate; j runs over the K = cols columns, and the row is zero
-   padded to kpad first. smooth is indexed by the original column, so a caller who adds a
-   permutation keeps its smoothing vector as it is. H is block-diagonal along K with blocks of b =
-   desc.hadamard positions, each the normalized Walsh-Hadamard matrix H_b[i][j] = (-1)^popcount(i & j)
-   * s_b, s_b the f32 nearest 1/sqrt(b) (exact for b = 4, 16, 64, 256): symmetric and orthogonal,
-   H H^T = I; with P the permutation (x P = x[:, perm]) and S = diag(smooth),
-   x' W'^T = (x S^-1 P H)(H^T P^T S W^T) = x W^T. When cols is not a multiple of b the
-   rotation runs over the zero padding too (the last block mixes real columns with padded zeros, and
-   the padded columns of x' and W' are no longer zero): kpad is cols rounded up to a multiple of 64
-   and of b. In f32, each block of the CPU references and the kernels alike is: butterfly stages
-   h = 1, 2, 4, .., b/2 in that order, positions (i, i + h) with i & h == 0 becoming
-   (v[i] + v[i+h], v[i] - v[i+h]), each sum rounded to f32; then every v[i] = v[i] * s_b (the same
-   sequence as lwo_ref_hadamard). Without perm the transform is the identity permutation, without
-   smooth the divisor 1, without hadamard H = I: with none of them, the math is the plain per-row
-   quantizers above. The rotation spreads an outlier channel over its block, so per-token scales
-   are set by typical values rather than by the outlier; the permutation lets a caller choose which
-   channels share a block (or keep outliers together). */
-
-/* Valid when zero-filled except for rows, cols and data. Host pointers are read during
-   lwo_weight_create only (the struct keeps `data` for a later streaming engine; see lwo_weight_info). */
-typedef struct lwo_weight_desc {
-    uint64_t rows;            /* N, output features. Required. */
-    uint64_t cols;            /* K, input features. Required. */
-    const void *data;         /* host [rows, cols], row-major. Required. */
-    lwo_dtype data_dtype;     /* 0 = f32. f32/f16/bf16 (quantized by lwo on the GPU), or already
-                                 quantized: f8_e4m3/f8_e5m2 (with `scale`, for the fp8 formats),
-                                 i8 (with `row_scales`, LWO_FORMAT_INT8 only). */
-    lwo_format format;        /* 0 = LWO_FORMAT_BF16 */
-    float scale;              /* pre-quantized fp8 data: the dequantization scale. 0 = 1. */
-    const float *row_scales;  /* pre-quantized i8 (required) or e4m3 W8A8 data: f32[rows] scales.
-                                 NULL for e4m3 W8A8 data = `scale` for every row. */
-    const void *bias;         /* optional host [rows]; stored as f32 */
-    lwo_dtype bias_dtype;     /* 0 = f32; f32/f16/bf16 */
-    const float *smooth;      /* optional f32[cols] > 0, W8A8 formats only: activations are divided
-                                 by it before quantization and W's columns multiplied by it (float
-                                 data; pre-quantized i8 / e4m3 data already holds W * smooth and is
-                                 stored as it is). Indexed by the original column (see above). */
-    const int32_t *perm;      /* optional int32[cols], W8A8 formats with f32/f16/bf16 data only: a
-                                 permutation of 0..cols-1 (each index once). The linear is computed on
-                                 x[:, perm] and W[:, perm], which gives the same y; it decides which
-                                 columns share a Hadamard block. Kept on the device (4 B per column). */
-    int hadamard;             /* W8A8 formats with f32/f16/bf16 data only: the Hadamard block size b,
-                                 a power of two from 2 to 256; 0 = no rotation. See above. */
-    int placement;            /* an lwo_placement. 0 = LWO_PLACE_RESIDENT */
-    int borrow_host;          /* streamed weights only: keep `data` itself as the weight's host home
-                                 (registered with the driver read-only, no copy in RAM: a mapped
-                                 checkpoint). Needs data already in the stored format and layout:
-                                 data_dtype matching `format` and cols a multiple of 64. The memory
-                                 must outlive the weight. 0 = lwo keeps a pinned copy. */
-} lwo_weight_desc;
-
-/* Where a weight lives. RESIDENT: in the arena from creation on. AUTO: lwo_streaming_plan keeps it
-   resident if the budget allows, else it streams from its host home. STREAMED: always streams. */
-typedef enum lwo_placement { LWO_PLACE_RESIDENT = 0, LWO_PLACE_AUTO, LWO_PLACE_STREAMED } lwo_placement;
-
-/* Where a weight's stored bytes wait in host RAM while the GPU does not hold them. */
-typedef enum lwo_host_home {
-    LWO_HOME_NONE = 0,        /* a RESIDENT weight: no host copy is kept */
-    LWO_HOME_PINNED,          /* lwo's own pinned copy (counted against lwo_desc.pinned_cap) */
-    LWO_HOME_REGISTERED,      /* desc.borrow_host: the caller's memory itself (a mapped checkpoint),
-                                 registered with the driver read-only: zero copy, full bus speed */
-    LWO_HOME_PAGEABLE_COPY,   /* lwo's copy in pageable memory (pinning refused or past pinned_cap): slow */
-    LWO_HOME_BORROWED         /* desc.borrow_host, but the driver would not register it: slow, no graphs */
-} lwo_host_home;
-
-typedef struct lwo_weight_info {
-    uint64_t rows, cols, kpad;    /* kpad: the stored row length (cols rounded up to a multiple of 64
-                                     and of the Hadamard block) */
-    lwo_format format;
-    const lwo_tensor *data;       /* [rows, kpad]: bf16, f16, f8_e4m3, f8_e5m2 or i8 */
-    const lwo_tensor *scales;     /* f32 [1] (fp8 upcast formats), f32 [rows] (W8A8), or NULL */
-    const lwo_tensor *bias;       /* f32 [rows] or NULL */
-    const lwo_tensor *smooth;     /* f32 [cols] or NULL; with a permutation in the permuted order
-                                     (smooth[perm[j]] at j), as the kernels read it */
-    const lwo_tensor *perm;       /* i32 [cols] (desc.perm) or NULL. smooth and perm stay resident
-                                     in the arena when the weight streams (they are small) */
-    int hadamard;                 /* desc.hadamard: the rotation's block size, 0 for none */
-    lwo_host_home host_home;      /* where the stored weight bytes live on the host (AUTO, STREAMED) */
-    const void *host_data;        /* what the transfers read: inside the caller's memory for
-                                     REGISTERED / BORROWED (desc.data itself), NULL for NONE */
-} lwo_weight_info;
-
-/* Uploads desc->data, quantizes it on the GPU into the chosen format and stores it in the arena.
-   Returns when the weight is ready (it synchronizes the compute stream). */
-LWO_API lwo_result lwo_weight_create(lwo_context *ctx, const lwo_weight_desc *desc, lwo_weight **out);
-LWO_API void lwo_weight_destroy(lwo_context *ctx, lwo_weight *w);
-LWO_API lwo_result lwo_weight_get_info(lwo_context *ctx, const lwo_weight *w, lwo_weight_info *out);
-/* The VRAM a weight made from `desc` takes, resident or in a staging slot: its stored data (rows x
-   kpad), scales, bias, smooth and perm, each rounded as the arena rounds (smooth and perm stay
-   resident when the weight streams). Needs no context: what a caller sizes its budget with before
-   lwo_create. 0 for a desc lwo_weight_create would reject for its shape or format. */
-LWO_API uint64_t lwo_weight_device_bytes(const lwo_weight_desc *desc);
-/* For your own ops on a streamable weight: acquire makes the weight readable by kernels enqueued
-   next on `stream` (waiting on the GPU for its transfer, never on the host) and fills `out` with
-   device tensors valid until release; release records that the work enqueued so far on `stream`
-   is the last to read it, so its bytes in the staging ring may be overwritten after that work. lwo_linear does
-   both itself. On a resident weight both are cheap and `out` is what lwo_weight_get_info gives. */
-LWO_API lwo_result lwo_weight_acquire(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w, lwo_weight_info *out);
-LWO_API lwo_result lwo_weight_release(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w);
-
-/* y[M, N] = x[M, K] W^T + bias, ordered on `stream` (NULL = compute stream).
-   x: bf16 or f16 (2-D, row-major). y: f32, f16 or bf16 [M, N]. bias: NULL = the weight's own bias
-   (if any), else an f32/f16/bf16 device tensor of N elements that overrides it.
-   W8A8 formats quantize x per token into a workspace; the fp8 upcast formats upcast W into one.
-   The workspace is kept by the context and counted in the arena: calls of lwo_linear that use it
-   share it, so order those on different streams (events) or they race; on sm_90a their GEMMs also
-   share the split area of lwo_desc.gemm_split (8.4 MiB on an H200). A bf16 or f16 weight with x
-   16-byte aligned and K a multiple of 8 uses neither. Before any lwo_streaming_plan the workspace
-   grows to what a call needs (growing synchronizes the device) and the split area is made by the
-   first GEMM that splits, where the arena has room. lwo_streaming_plan reserves both for the shapes
-   it is told (lwo_streaming_desc.max_rows) and from then on nothing grows: a call with more rows
-   than the workspace holds runs in row chunks that fit (lwo_stats.linear_chunked), and a GEMM with
-   no split area runs unsplit, so no call on a planned weight fails for lack of VRAM.
-   Paths: sm_90a wgmma + tensor copy engine, other
-   sm_80+ tensor cores (mma.sync), sm_75 a plain FMA kernel (correctness only).
-   W8A8 weights that are not streamed keep a CUDA graph of their quantize + GEMM pair per (M, x, y
-   and bias dtypes) (lwo_desc.graph_cache): the first call at a key runs plainly, then captures and
-   launches it; later ones point its kernels at the new x, y, bias and workspace and launch it. Not
-   inside a capture of the stream (the plain kernels join the caller's graph); a failed capture or
-   update means plain launches for that weight from then on (logged at INFO,
-   lwo_stats.linear_graph_fallbacks). */
-LWO_API lwo_result lwo_linear(lwo_context *ctx, lwo_stream *stream, const lwo_tensor *x, const lwo_weight *w,
-                              const lwo_tensor *bias, lwo_tensor *y);
-/* The VRAM lwo_streaming_plan reserves for lwo_linear on weights made from descs[0..count), x of up
-   to max_rows rows (16-byte aligned), on this context's device: the workspace the largest call
-   needs (W8A8: the quantized rows and their scales; fp8 upcast: the upcast weight; x padded to kpad
-   when cols % 8 != 0), plus on sm_90a the GEMMs' split area when some call of those shapes would
-   share its last rounds out along K (lwo_desc.gemm_split). Both are shared by every call, so this is
-   the largest need, not a sum. max_rows 0: the least a call needs (64 rows at a time). */
-LWO_API uint64_t lwo_linear_workspace_bytes(lwo_context *ctx, const lwo_weight_desc *descs, size_t count, uint64_t max_rows);
-
-/* CPU reference of every lwo_linear path from its operands as the GEMM sees them (x after
-   quantization, W as stored or upcast): y[m,n] = epi(acc), acc = sum_k x[m,k] * w[n,k] with
-   x, w of dtype xt, wt (row strides ldx, ldw elements). i8 x i8: exact integer accumulation
-   (the GPU's s32); every other pair: accumulation in double. Then in f32, in this order:
-   v = (float)acc; v *= sx[m] (if sx); v *= sw[n] (if sw); v += bias[n] (if bias); stored as yt (RNE). */
-LWO_API lwo_result lwo_ref_linear(const void *x, lwo_dtype xt, uint64_t ldx, const void *w, lwo_dtype wt, uint64_t ldw,
-                                  uint64_t M, uint64_t N, uint64_t K, const float *sx, const float *sw,
-                                  const float *bias, void *y, lwo_dtype yt);
-/* The per-token e4m3 activation quantizer of LWO_FORMAT_FP8_E4M3_W8A8 (and its weight quantizer):
-   v = x / smooth; scales[r] = absmax(v)/448 (1 for a zero row); q = e4m3(v * (1/scale)); zero past k. */
-LWO_API lwo_result lwo_ref_quantize_fp8_rows(const void *x, lwo_dtype xt, uint64_t rows, uint64_t k,
-                                             const float *smooth, uint8_t *q, uint64_t kq, float *scales);
-/* The W8A8 prep above (before lwo_weight_desc), on the CPU: out[r, j] for j < kq, f32, from
-   x [rows, k] (f32/f16/bf16): u[j] = x[r, perm[j]] then / smooth[perm[j]] (weight == 0: activations)
-   or * smooth[perm[j]] (weight != 0: weights), 0 for j >= k; then the rotation in blocks of
-   `hadamard` (0: none) over the first k rounded up to the block, as lwo_ref_hadamard. perm and
-   smooth may be NULL. kq must be at least k rounded up to the block. Quantizing the result with
-   lwo_ref_quantize_int8_rows / lwo_ref_quantize_fp8_rows (f32, k = kq, smooth NULL) gives bit for
-   bit what lwo_weight_create stores and what lwo_linear feeds its GEMM. LWO_ERROR_INVALID_ARGUMENT
-   for a NULL x or out, a bad dtype or block size, a short kq, or a perm that is not a permutation
-   of 0..k-1; LWO_ERROR_OUT_OF_HOST_MEMORY if checking perm cannot allocate k / 8 bytes. */
-LWO_API lwo_result lwo_ref_prep_rows(const void *x, lwo_dtype xt, uint64_t rows, uint64_t k, const int32_t *perm,
-                                     const float *smooth, int weight, int hadamard, float *out, uint64_t kq);
-/* The normalized Walsh-Hadamard rotation of v[0..n) in place, in blocks of `block` (a power of two,
-   2..256, dividing n), in the documented f32 order: stages h = 1, 2, .., block/2, the pair
-   (i, i + h) with i & h == 0 becoming (v[i] + v[i+h], v[i] - v[i+h]); then each v[i] * s_b. */
-LWO_API lwo_result lwo_ref_hadamard(float *v, uint64_t n, int block);
-
-/* ==== Public API: safetensors (section 10) ==================================================== */
-/* A bounds-checked reader and an atomic writer of the .safetensors checkpoint format, plus the
-   quantized-checkpoint conventions (ComfyUI scaled fp8, ComfyUI comfy_quant, lwo int8), storage
-   policies (glob rules -> storage format) and the CPU conversion into a storage format.
-   None of this needs a context or a GPU, except the weight loaders at the end
-   (lwo_safetensors_load_weight, lwo_safetensors_load_weight_policy).
-
-   The reader never trusts the file: the 8-byte little-endian header length must lie within the
-   file and under LWO_SAFETENSORS_MAX_HEADER; the JSON header is parsed against the exact schema
-   {"__metadata__": {str: str, ...}, name: {"dtype": str, "shape": [uint, ...],
-   "data_offsets": [begin, end]}, ...} -- any other field, type, a float or negative number, an
-   integer above 2^63-1, invalid UTF-8 (overlong forms, surrogates, code points past U+10FFFF),
-   a lone surrogate in a \u escape, \u0000, a control character, duplicate names or metadata keys,
-   trailing bytes other than whitespace: all are LWO_ERROR_BAD_FILE. Because every value has a
-   known shape, the parser never recurses, so nesting depth is bounded by construction (a nested
-   value where a number or string belongs is an error). Every tensor's byte length must equal
-   dtype size x product(shape) (checked for overflow), and the tensors, sorted by offset, must cover
-   the data area exactly: no overlaps, no holes, no trailing bytes (as the Rust reference checks).
-   Tensor data is not aligned beyond what the file gives (lwo's writer aligns each tensor to its
-   element size); read through memcpy when in doubt. Multi-byte values are little-endian, as on
-   every host lwo supports.
-
-   LIMITS. What a hostile file can make lwo do is bounded by the file, never by what its header
-   claims. H is the header's length in bytes, B the bytes a tensor really has in the file.
-     header       at most LWO_SAFETENSORS_MAX_HEADER bytes (default 100 MiB; define it before the
-                  include to change it), and it must lie within the file.
-     keys         no count of their own: a tensor entry takes at least 49 header bytes and a
-                  metadata entry about 6, so H bounds them (2 million tensors, 17 million metadata
-                  keys in a 100 MiB header). Names and metadata keys must be unique.
-     rank         at most LWO_ST_MAX_DIMS (8) dimensions.
-     dims         each at most 2^63-1, with dtype size x product(shape) below 2^64. A dimension may
-                  be 0; the tensor then has no bytes, whatever its other dimensions say.
-     names        names, keys and values may be as long as the header holds; the conventions
-                  (<prefix>.weight_scale, .bias, ...) are found for names of any length, and
-                  messages quote at most 300 bytes of a name.
-     nesting      none in the header (its schema is flat, so the parser never recurses);
-                  LWO_ST_MAX_JSON_DEPTH (32) inside a comfy_quant tensor.
-     open         O(H log H) time and at most about 13 bytes of host memory per header byte at
-                  any moment (the decoded strings, the tensor and metadata tables as they grow by
-                  doubling, the name index). The indexes are sorted with lwo's own heap sort: the C
-                  library's qsort promises no bound, and a quicksort can be driven quadratic by an
-                  order an attacker picks. tests/fuzz_safetensors.c fails any input that makes lwo
-                  hold more than 16 bytes per byte of the file (plus 64 KiB), conversions and the
-                  loaders' CPU side included.
-     later calls  loop and allocate in proportion to B of the tensors they touch, never to a
-                  shape alone: lwo_safetensors_find and the conventions are O(log n) lookups;
-                  lwo_safetensors_convert writes at most 4 bytes of data and 4 bytes of row scales
-                  per element (an element takes at least one byte), and refuses INT8 for a tensor
-                  whose row count exceeds its element count (a tensor of no elements and more than
-                  one row: [2^36, 0] would otherwise ask for 2^36 row scales); the weight loaders
-                  refuse tensors of no elements, and their CPU side holds at most an f32 copy of
-                  the tensor (4 bytes per element) plus copies of its scales, smooth and bias. The
-                  weight itself is stored with K padded to a multiple of 64 (lwo_weight_info.kpad),
-                  so a [N, 1] fp8 tensor becomes up to 128 x B bytes of device (and, when
-                  streamed, pinned host) memory: that is built in the arena, so the VRAM budget
-                  caps it.
-     file types   regular files only. lwo_safetensors_open opens with O_NONBLOCK (so a FIFO cannot
-                  block it), then fstat rejects anything else with LWO_ERROR_IO naming what it is
-                  (a FIFO, a directory, a device, a socket).
-     file changes the file's size is checked once, at open. A file that shrinks while mapped
-                  makes a later read of the lost pages (tensor data; the header while it is parsed)
-                  raise SIGBUS, as for any reader of a mapped file; lwo installs no signal handler,
-                  since that is process-wide state a library must not take. Keep checkpoints
-                  immutable while open: replace a file by writing a new one and renaming it over
-                  the old (lwo_safetensors_write does), which leaves an open mapping on the old
-                  file intact; or handle SIGBUS yourself. Everything but tensor data (names,
-                  shapes, metadata, the indexes) is decoded into lwo's memory at open, so lookups
-                  never touch the mapping; only reads of tensors do (the data itself, and the
-                  small tensors the conventions parse: comfy_quant JSON, scalar scales). */
-#ifndef LWO_SAFETENSORS_MAX_HEADER
-#define LWO_SAFETENSORS_MAX_HEADER (100u << 20)   /* largest JSON header accepted, bytes (100 MiB) */
-#endif
-#define LWO_ST_MAX_DIMS 8            /* a tensor of more dimensions is rejected as a bad file */
-#define LWO_ST_MAX_JSON_DEPTH 32     /* nesting bound of the free-form JSON in comfy_quant entries */
-#define LWO_ST_QUANT_LWO_INT8_V1 "int8-per-channel-v1"  /* value of metadata key "lwo.quant" */
-
-/* The dtypes of the safetensors format (their file spelling is lwo_st_dtype_name's answer). */
-typedef enum lwo_st_dtype {
-    LWO_ST_INVALID = 0,
-    LWO_ST_F64, LWO_ST_F32, LWO_ST_F16, LWO_ST_BF16,
-    LWO_ST_F8_E4M3,   /* "F8_E4M3": e4m3fn, max 448, no inf, 0x7f/0xff NaN */
-    LWO_ST_F8_E5M2,   /* "F8_E5M2": max 57344, inf and NaN */
-    LWO_ST_I64, LWO_ST_I32, LWO_ST_I16, LWO_ST_I8, LWO_ST_U8,
-    LWO_ST_BOOL,      /* one byte per element */
-    LWO_ST_DTYPE_COUNT
-} lwo_st_dtype;
-LWO_API const char *lwo_st_dtype_name(lwo_st_dtype t);  /* "F32", "BF16", ...; "INVALID" otherwise */
-LWO_API size_t lwo_st_dtype_size(lwo_st_dtype t);       /* bytes per element, 0 when invalid */
-LWO_API lwo_st_dtype lwo_st_dtype_from_name(const char *name); /* LWO_ST_INVALID when unknown */
-LWO_API lwo_dtype lwo_st_dtype_to_lwo(lwo_st_dtype t);  /* LWO_DTYPE_INVALID where lwo has none */
-
-/* One tensor of an open file. Pointers stay valid until lwo_safetensors_close. */
-typedef struct lwo_st_tensor {
-    const char *name;             /* NUL-terminated UTF-8 */
-    lwo_st_dtype dtype;
-    int ndim;                     /* 0 (a scalar) .. LWO_ST_MAX_DIMS */
-    uint64_t shape[LWO_ST_MAX_DIMS];  /* entries past ndim are 0 */
-    uint64_t numel;               /* product of shape (1 for a scalar, 0 when a dim is 0) */
-    uint64_t bytes;               /* numel * lwo_st_dtype_size(dtype) */
-    uint64_t offset;              /* absolute file offset of the first byte */
-    const void *data;             /* into the read-only mapping (or the caller's memory) */
-    size_t shard;                 /* index of the file in lwo_safetensors_open_many's list */
-} lwo_st_tensor;
-
-typedef struct lwo_safetensors lwo_safetensors;
-
-/* Open and validate one file (mapped read-only; the mapping lives until close). On failure *out is
-   still set (unless host memory ran out; then it is NULL) so lwo_safetensors_error can say what is
-   wrong and where (file offset, tensor name); always lwo_safetensors_close what you got.
-   Returns LWO_ERROR_IO (open/stat/mmap failed, or not a regular file), LWO_ERROR_BAD_FILE,
-   LWO_ERROR_INVALID_ARGUMENT. Paths are UTF-8 (on Windows too). */
-LWO_API lwo_result lwo_safetensors_open(const char *path, lwo_safetensors **out);
-/* The same over `size` bytes the caller owns and keeps alive (and unchanged) until close. */
-LWO_API lwo_result lwo_safetensors_open_memory(const void *data, size_t size, lwo_safetensors **out);
-/* A sharded checkpoint as one set: names are looked up across all files; a name in two shards is
-   LWO_ERROR_BAD_FILE. Metadata is merged; for a key in several shards the first shard's value wins. */
-LWO_API lwo_result lwo_safetensors_open_many(const char *const *paths, size_t count, lwo_safetensors **out);
-LWO_API void lwo_safetensors_close(lwo_safetensors *f);   /* NULL is fine */
-/* Detail of the last failure ("" if none). Valid until the next call on f. */
-LWO_API const char *lwo_safetensors_error(const lwo_safetensors *f);
-
-/* Tensors in header order, shard after shard. */
-LWO_API size_t lwo_safetensors_count(const lwo_safetensors *f);
-LWO_API const lwo_st_tensor *lwo_safetensors_tensor(const lwo_safetensors *f, size_t i); /* NULL if out of range */
-LWO_API const lwo_st_tensor *lwo_safetensors_find(const lwo_safetensors *f, const char *name); /* O(log n); NULL if absent */
-/* Metadata ("__metadata__"), ordered by key bytes. */
-LWO_API size_t lwo_safetensors_metadata_count(const lwo_safetensors *f);
-LWO_API const char *lwo_safetensors_metadata_key(const lwo_safetensors *f, size_t i);
-LWO_API const char *lwo_safetensors_metadata_value(const lwo_safetensors *f, size_t i);
-LWO_API const char *lwo_safetensors_metadata_find(const lwo_safetensors *f, const char *key); /* NULL if absent */
-
-/* ---- quantized-checkpoint conventions ----------------------------------------------------------
-   For a weight `<prefix>.weight`, lwo_safetensors_quant_info reports how it is stored:
-   LWO_ST_QUANT_COMFY_QUANT   `<prefix>.comfy_quant` exists: a U8 [n] tensor holding a JSON object
-                              such as {"format":"float8_e4m3fn"} (format copied to `format`);
-                              scales `<prefix>.weight_scale`, optional `<prefix>.input_scale`.
-   LWO_ST_QUANT_LWO_INT8      metadata "lwo.quant" = "int8-per-channel-v1" and the weight is I8:
-                              `<prefix>.weight` I8 [N, K], `<prefix>.weight_scale` F32 [N]
-                              (w = q * weight_scale[n]), optional `<prefix>.smooth` F32 [K]
-                              (the activation divisor: y = (x / smooth) @ (q * s)^T).
-   LWO_ST_QUANT_COMFY_SCALED_FP8  a tensor named `scaled_fp8` exists and the weight is fp8:
-                              `<prefix>.scale_weight` (one f32; missing means 1) and optional
-                              `<prefix>.scale_input`; w = fp8 * scale_weight.
-   LWO_ST_QUANT_NONE          none of these (a plain tensor).
-   Checked in that order. Scale values are parsed when the scale tensor has one element (F32, F16,
-   BF16 or F64); else the *_value field is 1 and the caller reads the tensor.
-   Returns LWO_ERROR_NOT_FOUND when weight_name is absent, LWO_ERROR_BAD_FILE when a convention's
-   tensors are inconsistent (wrong dtype or shape, bad comfy_quant JSON); detail in the error. */
-typedef enum lwo_st_quant_format {
-    LWO_ST_QUANT_NONE = 0,
-    LWO_ST_QUANT_COMFY_SCALED_FP8,
-    LWO_ST_QUANT_COMFY_QUANT,
-    LWO_ST_QUANT_LWO_INT8
-} lwo_st_quant_format;
-typedef struct lwo_st_quant {
-    lwo_st_quant_format format;
-    const lwo_st_tensor *weight;
-    const lwo_st_tensor *weight_scale;   /* scale_weight / weight_scale, or NULL */
-    const lwo_st_tensor *input_scale;    /* scale_input / input_scale, or NULL */
-    const lwo_st_tensor *smooth;         /* lwo int8 only, or NULL */
-    float weight_scale_value;            /* the scalar scale, or 1 */
-    float input_scale_value;             /* the scalar input scale, or 1 */
-    char comfy_format[64];               /* comfy_quant's "format" ("" otherwise) */
-} lwo_st_quant;
-LWO_API lwo_result lwo_safetensors_quant_info(lwo_safetensors *f, const char *weight_name, lwo_st_quant *out);
-
-/* ---- writer ------------------------------------------------------------------------------------ */
-typedef struct lwo_st_write_tensor {
-    const char *name;          /* UTF-8, unique, not "__metadata__" */
-    lwo_st_dtype dtype;
-    int ndim;                  /* 0 .. LWO_ST_MAX_DIMS */
-    const uint64_t *shape;     /* ndim entries (may be NULL when ndim is 0) */
-    const void *data;          /* `bytes` bytes, little-endian; may be NULL when bytes is 0 */
-    uint64_t bytes;            /* must equal dtype size * product(shape) */
-} lwo_st_write_tensor;
-/* Writes a .safetensors file: the header (8-byte length, JSON with __metadata__ first when
-   meta_count > 0, padded with spaces to a multiple of 8 as the Rust implementation does), then the
-   data, ordered by element size (largest first) then name, so every tensor is aligned to its
-   element size. Writes `path.tmp.<pid>`, fsyncs, renames over `path` (Windows: FlushFileBuffers,
-   MoveFileExW replacing it); on failure removes the temporary file and writes the reason into err
-   (when err_size > 0). Paths are UTF-8.
-   Returns LWO_ERROR_INVALID_ARGUMENT, LWO_ERROR_IO or LWO_ERROR_OUT_OF_HOST_MEMORY. */
-LWO_API lwo_result lwo_safetensors_write(const char *path, const lwo_st_write_tensor *tensors, size_t count,
-                                         const char *const *meta_keys, const char *const *meta_values,
-                                         size_t meta_count, char *err, size_t err_size);
-
-/* ---- storage policy ---------------------------------------------------------------------------- */
-typedef enum lwo_store_format {
-    LWO_STORE_KEEP = 0,        /* as in the file (zero copy) */
-    LWO_STORE_BF16, LWO_STORE_F16, LWO_STORE_F32,
-    LWO_STORE_FP8_E4M3,        /* per-tensor scale = absmax / 448 (1 when all zero) */
-    LWO_STORE_FP8_E5M2,        /* per-tensor scale = absmax / 57344 (1 when all zero) */
-    LWO_STORE_INT8,            /* per-row scale = absmax(row) / 127 (1 for an all-zero row) */
-    LWO_STORE_FORMAT_COUNT
-} lwo_store_format;
-LWO_API const char *lwo_store_format_name(lwo_store_format f);  /* "keep", "bf16", ..., "int8" */
-
-/* Rules are tried in order; the first whose pattern matches the whole name wins. Patterns are
-   globs over bytes: `*` matches any run (dots included), `?` one byte, everything else itself.
-   A zero-filled policy keeps every tensor as it is. */
-typedef struct lwo_storage_rule { const char *pattern; lwo_store_format format; } lwo_storage_rule;
-typedef struct lwo_storage_policy {
-    const lwo_storage_rule *rules;
-    size_t rule_count;
-    lwo_store_format default_format;   /* when no rule matches. 0 = LWO_STORE_KEEP */
-} lwo_storage_policy;
-LWO_API int lwo_glob_match(const char *pattern, const char *name);   /* 1 on a match */
-LWO_API lwo_store_format lwo_storage_policy_format(const lwo_storage_policy *p, const char *name);
-
-/* Converts file tensor t to `target` on the CPU with lwo's reference codecs (lwo_ref_*, the math
-   of the GPU kernels). Any source dtype is read as f32 (f64 and the integers through a C
-   conversion); f32 -> bf16/f16 round to nearest even (f16 overflows to inf); fp8 is
-   q = fp8(x * (1 / scale)), RNE, saturating (inf too), NaN kept; int8 rows are
-   clamp(rne(x * (1 / scale)), -127, 127) with NaN -> 0. The scales are absmax / 448 (e4m3),
-   absmax / 57344 (e5m2), absmax(row) / 127 (int8), NaNs skipped, 1 for all zeros (or when the
-   division underflows): on NaN-free data exactly what lwo_quantize_fp8 and lwo_quantize_int8_rows
-   (and so lwo_weight_create) produce on the GPU. NaN encodes as lwo_ref's: bf16 quiet, f16 0x7fff,
-   fp8 sign | 0x7f. For INT8 a tensor of ndim >= 2 has rows = shape[0] and cols = numel / rows;
-   ndim 0 or 1 is one row.
-   Zero copy: when t's dtype already is the target's dtype (always for KEEP) out->data points into
-   the mapping, nothing is allocated, and scale / row_scales are 1 / NULL -- the file's own scales
-   (lwo_safetensors_quant_info) apply.
-   Buffers: `buf` (buf_bytes) receives the data and `scales` (scales_count floats) the int8 row
-   scales; either NULL means lwo allocates it with LWO_MALLOC (freed by lwo_st_converted_free).
-   Work and memory are bounded by t's bytes (see LIMITS above): INT8 of a tensor with more rows
-   than elements (an empty [R, 0] with R > 1) is LWO_ERROR_BAD_FILE, whatever the buffers.
-   Returns LWO_ERROR_INVALID_ARGUMENT (bad target, buffer too small), LWO_ERROR_BAD_FILE,
-   LWO_ERROR_OUT_OF_HOST_MEMORY; out->error says why (naming the tensor and its shape). */
-typedef struct lwo_st_converted {
-    lwo_store_format format;   /* the target (KEEP resolved to itself) */
-    lwo_st_dtype dtype;        /* dtype of data */
-    const void *data;
-    uint64_t bytes;
-    float scale;               /* fp8: dequantize as value * scale; else 1 */
-    const float *row_scales;   /* int8: [rows]; else NULL */
-    uint64_t rows, cols;       /* int8 layout; else 0 */
-    int zero_copy;             /* 1 when data points into the file */
-    void *owned_data;          /* what lwo allocated (freed by lwo_st_converted_free) */
-    float *owned_scales;
-    char error[256];           /* why the call failed ("" on success) */
-} lwo_st_converted;
-LWO_API lwo_result lwo_safetensors_convert(const lwo_st_tensor *t, lwo_store_format target, void *buf,
-                                           uint64_t buf_bytes, float *scales, uint64_t scales_count,
-                                           lwo_st_converted *out);
-LWO_API void lwo_st_converted_free(lwo_st_converted *c);
-
-/* ---- weights from a checkpoint (these need a context) ------------------------------------------
-   lwo_safetensors_load_weight makes an lwo_weight (as lwo_weight_create does) from the 2-D tensor
-   `weight_name` of f, normally "<prefix>.weight" [N, K], stored in `format` with `placement`.
-   "<prefix>.bias" (1-D [N]: F32, F16, BF16, or F64 converted to f32) is attached when present.
-   How the tensor is read depends on how the file stores it (lwo_safetensors_quant_info):
-     plain F32 / F16 / BF16: handed to lwo_weight_create as it is and quantized on the GPU into any
-       format (F64 is converted to f32 on the CPU first);
-     fp8 (ComfyUI scaled fp8, or comfy_quant "float8_e4m3fn" / "float8_e5m2", with a scalar weight
-       scale; a plain fp8 tensor has scale 1): in its own fp8 format, codes and scale as they are
-       (e4m3: LWO_FORMAT_FP8_E4M3, or LWO_FORMAT_FP8_E4M3_W8A8 with that scale on every row; e5m2:
-       LWO_FORMAT_FP8_E5M2). The input scale is not used: lwo quantizes activations per call;
-     lwo int8 (I8 + weight_scale [N] + optional smooth [K]): LWO_FORMAT_INT8 as it is, with its
-       row scales and smooth;
-     a quantized tensor asked for in another format is first dequantized on the CPU with lwo's
-       reference codecs into an f32 buffer of N x K (held for the call only): fp8 as code * scale,
-       int8 as (q * weight_scale[n]) / smooth[k]; for FP8_E4M3_W8A8 the smooth is kept (lwo folds
-       it back into the columns); then it is quantized on the GPU like a plain tensor.
-   Zero copy: when the tensor already is what the device stores (BF16 -> LWO_FORMAT_BF16, F16 ->
-   F16, F8_E4M3 -> FP8_E4M3 or FP8_E4M3_W8A8, F8_E5M2 -> FP8_E5M2, lwo int8 -> INT8), K is a multiple
-   of 64 and the placement is AUTO or STREAMED, the weight's host home is the file's mapping itself
-   (lwo_weight_desc.borrow_host): the file's whole data area is registered with the driver
-   read-only, once per file and context (the driver refuses to register a page twice, and packed
-   tensors share pages), and no copy is made in RAM. Registering pins the mapping, so the first
-   zero-copy load reads the whole file into RAM, and tensors of that file loaded as copies are then
-   held twice: load a checkpoint as it is stored, or convert it once ahead (lwo_safetensors_convert,
-   lwo_safetensors_write). Another context registering the same file gets pinned copies (a
-   warning). The registration goes with the last weight using it. lwo_weight_info.host_home is then
-   LWO_HOME_REGISTERED and host_data points at the tensor in the mapping. Should the driver refuse
-   the registration, the weight gets lwo's pinned copy instead and a warning is logged.
-   THE MAPPING MUST OUTLIVE THE WEIGHT: destroy the weights (or the context) before
-   lwo_safetensors_close(f). Weights that were copied do not need the file after the call.
-   Returns LWO_ERROR_INVALID_ARGUMENT (a NULL, a format or placement out of range, a tensor that is
-   not 2-D), LWO_ERROR_NOT_FOUND (no such tensor), LWO_ERROR_BAD_FILE (a convention's tensors are
-   inconsistent, a bias of the wrong shape, a scale that is not positive and finite, a smooth
-   divisor that is not), LWO_ERROR_UNSUPPORTED (a dtype or convention lwo cannot store: integers
-   other than lwo int8, per-channel or block comfy scales, other comfy_quant formats), or what
-   lwo_weight_create returns. lwo_last_error(ctx) names the tensor. On failure *out is NULL and
-   nothing stays allocated or registered. */
-LWO_API lwo_result lwo_safetensors_load_weight(lwo_context *ctx, lwo_safetensors *f, const char *weight_name,
-                                               lwo_format format, lwo_placement placement, lwo_weight **out);
-/* The lwo_format a storage choice means for weight tensor `weight_name` of f. LWO_STORE_KEEP: the
-   format the file holds it in (BF16 -> LWO_FORMAT_BF16, F16 -> F16, F8_E4M3 -> FP8_E4M3 (the upcast
-   format), F8_E5M2 -> FP8_E5M2, lwo int8 -> INT8; F32 and F64 -> BF16, the nearest format lwo
-   stores). LWO_STORE_BF16, F16, FP8_E4M3, FP8_E5M2, INT8: the lwo_format of that name.
-   LWO_STORE_F32: LWO_ERROR_UNSUPPORTED, since lwo stores no weight as f32 (a policy meant for norms
-   and biases must not pick f32 for a linear weight; ask for BF16 or KEEP). A tensor no format
-   keeps (plain integers) is LWO_ERROR_UNSUPPORTED too. No context needed; the detail of a failure
-   is lwo_safetensors_error(f). */
-LWO_API lwo_result lwo_safetensors_weight_format(lwo_safetensors *f, const char *weight_name, lwo_store_format store,
-                                                 lwo_format *out);
-/* lwo_safetensors_load_weight in the format `policy` picks for weight_name: lwo_storage_policy_format,
-   then lwo_safetensors_weight_format. A NULL policy keeps every tensor as the file has it. */
-LWO_API lwo_result lwo_safetensors_load_weight_policy(lwo_context *ctx, lwo_safetensors *f, const char *weight_name,
-                                                      const lwo_storage_policy *policy, lwo_placement placement,
-                                                      lwo_weight **out);
-
-/* ==== Public API: stats ====================================================================== */
-typedef struct lwo_stats {
-    uint64_t kernels_launched;
-    uint64_t bytes_uploaded, bytes_downloaded;
-    uint64_t modules_compiled, modules_from_cache;
-    /* streaming (section 8) */
-    uint64_t bytes_streamed, transfers;  /* host-to-device weight traffic through the ring (a
-                                            captured pass counts at each lwo_graph_launch) */
-    uint64_t passes, order_deviations;   /* passes ended; acquisitions that left the learned order */
-    uint64_t graph_launches;
-    /* lwo_linear's per-weight graphs (lwo_desc.graph_cache) */
-    uint64_t linear_graph_captures;      /* graphs captured (each first call at a key) */
-    uint64_t linear_graph_hits;          /* calls replayed from a cached graph */
-    uint64_t linear_graph_evictions;     /* graphs dropped to make room (least recently used) */
-    uint64_t linear_graph_fallbacks;     /* weights whose capture or update failed: plain launches since */
-    uint64_t resident_bytes, ring_bytes; /* of the current plan */
-    double wait_ms;                      /* time the compute stream stood waiting for transfers */
-    double last_pass_ms;                 /* GPU time of the last finished pass */
-    uint64_t last_pass_bytes;            /* bytes streamed in it */
-    double last_pass_GBps;               /* last_pass_bytes / last_pass_ms: achieved host-to-device */
-    double transfer_GBps;                /* the streamed copies' own rate since the last plan: their
-                                            bytes over the time some copy was running (what a plan
-                                            made after them is timed with) */
-    double plan_predicted_ms;            /* a plan timed against a pass (lwo_streaming_plan after one): */
-    double plan_predicted_wait_ms;       /* the model's eager pass and its waits, and a graph's */
-    double plan_predicted_graph_ms;      /* replay of the pass; 0 when not timed */
-    uint64_t gemm_splits;                /* GEMM launches whose last rounds were split along K
-                                            (lwo_desc.gemm_split) */
-    uint64_t linear_chunked;             /* lwo_linear calls that ran x in row chunks: more rows than
-                                            the workspace holds (lwo_streaming_desc.max_rows) */
-    uint64_t plan_min_budget;            /* the smallest lwo_desc.vram_budget the last lwo_streaming_plan
-                                            would have succeeded with (set whether it did or not) */
-    uint64_t plan_workspace_bytes;       /* what the last plan reserved for lwo_linear's workspace */
-    uint64_t plan_split_bytes;           /* and for the GEMMs' split area (0: none) */
-} lwo_stats;
-LWO_API lwo_result lwo_stats_get(lwo_context *ctx, lwo_stats *out);
-
-
-/* ==== Public API: streaming plan (section 8) ================================================= */
-/* Which weights stay resident and how large a staging ring the rest stream through, under a budget.
-   Pure host code: the streaming engine calls it, and so can a caller that wants to know ahead. */
-typedef struct lwo_plan_desc {
-    const uint64_t *weight_bytes; /* device bytes of each weight, in use order */
-    size_t count;
-    uint64_t budget;              /* arena bytes available to weights and the ring */
-    uint64_t workspace;           /* bytes to keep free for activations and scratch */
-    int max_slots;                /* most staging slots in the ring; 0 = 4 */
-    const uint8_t *must_stream;   /* optional, count flags: 1 = this weight never stays resident */
-    /* Optional, for a plan timed against the pass (the engine fills these in after a pass it
-       timed): with use_ms and h2d_GBps set, candidate plans (ring sizes, which weights stream) are
-       played through a model of the ring and the fastest wins, instead of the fewest bytes. */
-    const uint32_t *use_order;    /* weight indices in use order, use_count of them; NULL: each
-                                     weight once, in index order */
-    size_t use_count;
-    const float *use_ms;          /* compute-stream milliseconds from each use to the next one */
-    double h2d_GBps;              /* host-to-device rate the transfers run at */
-} lwo_plan_desc;
-
-typedef struct lwo_plan {
-    uint8_t *resident;            /* count flags, 1 = resident (owned by the plan) */
-    uint64_t resident_bytes;
-    uint64_t slot_bytes;          /* at least the largest streamed weight (256-byte rounded); the
-                                     room no resident weight takes is shared among the slots */
-    int slots;                    /* the ring is slots x slot_bytes (0 when everything is resident);
-                                     weights are packed into it by bytes, so more than `slots` of
-                                     the smaller ones may be in it at once */
-    uint64_t streamed_bytes;      /* bytes moved per pass */
-    uint64_t total_bytes;         /* resident + ring + workspace: never above the budget */
-    double predicted_ms;          /* a timed plan: the model's steady-state pass, and how long the */
-    double predicted_wait_ms;     /* compute stream waits in it on transfers (0 when not timed); */
-    double predicted_graph_ms;    /* and a graph's replay of the pass (it starts from an empty ring) */
-} lwo_plan;
-
-/* On LWO_ERROR_OUT_OF_BUDGET, err names the weight that cannot fit and the bytes missing: the plan
-   needs at least the largest streamable weight (one slot) beside the workspace. */
-LWO_API lwo_result lwo_plan_make(const lwo_plan_desc *desc, lwo_plan *out, char *err, size_t err_size);
-LWO_API void lwo_plan_free(lwo_plan *plan);
-
-/* Streaming. Weights that do not stay resident travel through a staging ring on offload streams,
-   in the order the passes use them. Bracket each forward pass with lwo_pass_begin/end: the first
-   pass teaches the order; later passes prefetch ahead along it. A pass may deviate from the order:
-   it stays correct, only slower, and lwo_stats.order_deviations counts it.
-
-   lwo_streaming_plan places every weight created so far: resident where the budget allows, the rest
-   streamed through a ring of staging slots. A plan is a promise: once it succeeds, every
-   lwo_linear, lwo_weight_acquire and lwo_weight_release on the planned weights fits in what it
-   reserved, in this order of the arena: lwo_linear's workspace for x of up to desc.max_rows rows
-   (lwo_linear_workspace_bytes: the quantized activations, the upcast weight, x padded), the GEMMs'
-   split area where a GEMM of those shapes would split (sm_90a), the ring, and the resident weights;
-   besides them it leaves desc.free_bytes of the budget free for the caller's own tensors made after
-   the plan. lwo_linear's per-shape graphs and whole-pass graphs take no VRAM of the budget. Nothing
-   lwo makes grows after a plan (a call with more rows than declared runs in row chunks; a weight
-   created after the plan is placed by the next one). Where the budget cannot hold a plan it fails
-   with LWO_ERROR_OUT_OF_BUDGET, and its message and lwo_stats.plan_min_budget give the smallest
-   lwo_desc.vram_budget that holds one (the same tensors and weights made in the same order).
-   Called again after passes in the learned order, it is timed against them (each use's compute
-   time in the last pass, and the streamed copies' rate): run two passes first, since the first
-   loads the GEMM modules and its timings are the host's, not the GPU's. Not inside a pass. */
-typedef struct lwo_streaming_desc {
-    uint64_t max_rows;     /* the most rows of x (tokens) any lwo_linear on the planned weights gets: the
-                              workspace and split area are reserved for every call up to it. 0 = the
-                              workspace lwo_linear has grown so far, and at least what a call in
-                              chunks of 64 rows needs (run a pass before planning, or declare it) */
-    uint64_t free_bytes;   /* bytes of the budget kept free for tensors the caller makes after the plan
-                              (activations, say). 0 = none */
-} lwo_streaming_desc;
-LWO_API lwo_result lwo_streaming_plan(lwo_context *ctx, const lwo_streaming_desc *desc);   /* NULL: zero desc */
-LWO_API lwo_result lwo_pass_begin(lwo_context *ctx);
-/* Ends a pass. Weights still acquired are released (as if lwo_weight_release on the compute stream). */
-LWO_API lwo_result lwo_pass_end(lwo_context *ctx);
-/* After any failed call inside a pass (or a whole-pass capture): ends the pass without learning or
-   timing anything from it, releases every weight it held acquired (their slots are free once the
-   work already queued on the compute stream is done), ends an open lwo_graph_capture_begin (no
-   graph is made), and waits for the streams. The context is then as usable as before the pass: the
-   next pass, plan or capture runs as if the failed pass had not been. No-op outside a pass and
-   capture. A sticky CUDA error (an illegal address in a kernel) is not recoverable: the driver
-   context is lost, and every later call reports it. */
-LWO_API lwo_result lwo_pass_abort(lwo_context *ctx);
-
-/* A whole pass, streamed transfers included, as one CUDA graph: capture begins after the compute
-   stream is idle and records everything enqueued on it (and the transfers it waits on) until
-   capture_end. Needs pinned or registered host homes (graphs cannot copy from pageable memory).
-   Run the pass once before capturing it: the first use of a GEMM format loads its module and
-   lwo_linear may grow its workspace, and neither can happen inside a capture (a workspace that
-   would grow is LWO_ERROR_INVALID_ARGUMENT, saying so). */
-typedef struct lwo_graph lwo_graph;
-LWO_API lwo_result lwo_graph_capture_begin(lwo_context *ctx);
-LWO_API lwo_result lwo_graph_capture_end(lwo_context *ctx, lwo_graph **out);
-LWO_API lwo_result lwo_graph_launch(lwo_context *ctx, lwo_graph *g);
-LWO_API void lwo_graph_destroy(lwo_context *ctx, lwo_graph *g);
-/* Host-to-device bytes one launch of g streams (lwo_stats.bytes_streamed grows by this per launch;
-   the capture itself counts nothing). 0 for NULL. */
-LWO_API uint64_t lwo_graph_bytes_streamed(const lwo_graph *g);
+LWO_API lwo_result lwo_context_get_info(lwo_context *ctx, lwo_context_info *out);
 
 #ifdef __cplusplus
 }
@@ -936,6 +1010,388 @@ LWO_API uint64_t lwo_graph_bytes_streamed(const lwo_graph *g);
 #ifdef LWO_IMPLEMENTATION
 #ifndef LWO_IMPLEMENTATION_DONE
 #define LWO_IMPLEMENTATION_DONE
+/* ==== 0. Core ================================================================================ */
+/* What every section below uses: the C library, the allocation hooks, a few helpers; the CUDA
+   driver's and NVRTC's types and function tables, declared here so no CUDA header is needed; the
+   context, which holds every table and resource lwo has (two contexts never share mutable state);
+   results, errors and logging. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef LWO_MALLOC
+#define LWO_MALLOC(sz) malloc(sz)
+#define LWO_FREE(p) free(p)
+#define LWO_REALLOC(p, sz) realloc(p, sz)
+#endif
+#ifndef LWO_ASSERT
+#include <assert.h>
+#define LWO_ASSERT(x) assert(x)
+#endif
+
+#ifdef LWO_STATIC
+#define LWO_DEF static
+#else
+#define LWO_DEF
+#endif
+
+#define LWO__ERROR_CAP 4096
+
+/* a * b without wrapping; 0 on overflow (callers treat 0 as invalid). */
+static int lwo__mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
+    if (a && b > UINT64_MAX / a) return 0;
+    *out = a * b;
+    return 1;
+}
+
+static uint64_t lwo__round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+/* Room for one more element in a growing array of `count` elements of `size` bytes, capacity
+   *cap: the array as it is while it has room, else one reallocated to twice the capacity (at
+   least `first`) with *cap updated; NULL when out of host memory (the old array stays valid). */
+static void *lwo__grow(void *data, size_t count, size_t *cap, size_t size, size_t first) {
+    size_t nc;
+    void *p;
+    if (count < *cap) return data;
+    nc = *cap ? *cap * 2 : first;
+    if (nc <= *cap || nc > ((size_t)-1) / size) return NULL;
+    p = LWO_REALLOC(data, nc * size);
+    if (p) *cap = nc;
+    return p;
+}
+
+static char *lwo__strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = (char *)LWO_MALLOC(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+/* Appends to a fixed buffer, truncating; keeps it NUL-terminated. */
+static void lwo__appendf(char *buf, size_t cap, const char *fmt, ...) {
+    size_t len = strlen(buf);
+    va_list ap;
+    if (len + 1 >= cap) return;
+    va_start(ap, fmt);
+    vsnprintf(buf + len, cap - len, fmt, ap);
+    va_end(ap);
+}
+
+/* FNV-1a 64: the cache key and the cache file's checksum; not cryptographic, only a guard
+   against truncation and bit rot, with the key also covering every input of the compile. */
+static uint64_t lwo__fnv1a(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = (const unsigned char *)data;
+    size_t i;
+    for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ull; }
+    return h;
+}
+#define LWO__FNV_SEED 0xcbf29ce484222325ull
+
+/* ---- the CUDA driver API and NVRTC, as lwo calls them --------------------------------------- */
+/* The few driver types lwo needs, declared here so no CUDA header is needed to build. */
+typedef int lwo__CUresult;
+typedef int lwo__CUdevice;
+typedef void *lwo__CUcontext;
+typedef void *lwo__CUmodule;
+typedef void *lwo__CUfunction;
+typedef void *lwo__CUstream;
+typedef void *lwo__CUevent;
+typedef void *lwo__CUgraph;
+typedef void *lwo__CUgraphExec;
+typedef void *lwo__CUgraphNode;
+typedef unsigned long long lwo__CUdeviceptr;
+/* CUDA_KERNEL_NODE_PARAMS_v2 of the CUDA 12 driver API (what cuGraphExecKernelNodeSetParams takes
+   at API version 12000): kern and ctx zero, so `func` is the kernel. */
+typedef struct lwo__kernel_node_params {
+    lwo__CUfunction func;
+    unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+    void **kernelParams, **extra;
+    void *kern, *ctx;
+} lwo__kernel_node_params;
+/* CUlaunchConfig: the launch cuOccupancyMaxActiveClusters is asked about (no attributes: the
+   cluster shape is the kernel's own, __cluster_dims__). */
+typedef struct lwo__launch_config {
+    unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+    lwo__CUstream hStream;
+    void *attrs;
+    unsigned numAttrs;
+} lwo__launch_config;
+typedef struct lwo__launch_attr { int id, pad; unsigned int value[16]; } lwo__launch_attr; /* CUlaunchAttribute */
+
+enum {
+    LWO__CUDA_SUCCESS = 0, LWO__CUDA_ERROR_OUT_OF_MEMORY = 2, LWO__CUDA_ERROR_NOT_INITIALIZED = 3,
+    LWO__CUDA_ERROR_STUB_LIBRARY = 34, LWO__CUDA_ERROR_NO_DEVICE = 100, LWO__CUDA_ERROR_INVALID_DEVICE = 101,
+    LWO__CUDA_ERROR_NOT_READY = 600,
+    LWO__CU_ATTR_MAX_THREADS_PER_BLOCK = 1, LWO__CU_ATTR_SM_COUNT = 16, LWO__CU_ATTR_CC_MAJOR = 75,
+    LWO__CU_ATTR_CC_MINOR = 76, LWO__CU_ATTR_MAX_SMEM_OPTIN = 97,
+    LWO__CU_FUNC_ATTR_MAX_DYNAMIC_SMEM = 8, LWO__CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6,
+    LWO__CU_STREAM_NON_BLOCKING = 1, LWO__CU_EVENT_DISABLE_TIMING = 2
+};
+
+/* The driver API version lwo asks cuGetProcAddress for: with 12000 the unversioned names below
+   resolve to their current (_v2, _v3) entry points, never the CUDA 3.x-era ABI. */
+#define LWO__CUDA_API_VERSION 12000
+
+/* One line per driver entry point: X(name, return-and-parameter list). */
+#define LWO__DRIVER_FUNCS(X)                                                                          \
+    X(cuGetErrorName, (lwo__CUresult, const char **))                                                \
+    X(cuGetErrorString, (lwo__CUresult, const char **))                                              \
+    X(cuInit, (unsigned))                                                                            \
+    X(cuDriverGetVersion, (int *))                                                                   \
+    X(cuDeviceGetCount, (int *))                                                                     \
+    X(cuDeviceGet, (lwo__CUdevice *, int))                                                           \
+    X(cuDeviceGetName, (char *, int, lwo__CUdevice))                                                 \
+    X(cuDeviceGetAttribute, (int *, int, lwo__CUdevice))                                             \
+    X(cuDeviceTotalMem, (size_t *, lwo__CUdevice))                                                   \
+    X(cuDevicePrimaryCtxRetain, (lwo__CUcontext *, lwo__CUdevice))                                   \
+    X(cuDevicePrimaryCtxRelease, (lwo__CUdevice))                                                    \
+    X(cuCtxSetCurrent, (lwo__CUcontext))                                                             \
+    X(cuCtxGetCurrent, (lwo__CUcontext *))                                                           \
+    X(cuCtxGetDevice, (lwo__CUdevice *))                                                             \
+    X(cuCtxSynchronize, (void))                                                                      \
+    X(cuMemGetInfo, (size_t *, size_t *))                                                            \
+    X(cuMemAlloc, (lwo__CUdeviceptr *, size_t))                                                      \
+    X(cuMemFree, (lwo__CUdeviceptr))                                                                 \
+    X(cuMemHostAlloc, (void **, size_t, unsigned))                                                   \
+    X(cuMemFreeHost, (void *))                                                                       \
+    X(cuMemHostRegister, (void *, size_t, unsigned))                                                 \
+    X(cuMemHostUnregister, (void *))                                                                 \
+    X(cuMemcpyHtoDAsync, (lwo__CUdeviceptr, const void *, size_t, lwo__CUstream))                    \
+    X(cuMemcpyDtoHAsync, (void *, lwo__CUdeviceptr, size_t, lwo__CUstream))                          \
+    X(cuMemcpyDtoDAsync, (lwo__CUdeviceptr, lwo__CUdeviceptr, size_t, lwo__CUstream))                \
+    X(cuMemsetD8Async, (lwo__CUdeviceptr, unsigned char, size_t, lwo__CUstream))                     \
+    X(cuMemsetD32Async, (lwo__CUdeviceptr, unsigned, size_t, lwo__CUstream))                         \
+    X(cuStreamCreate, (lwo__CUstream *, unsigned))                                                   \
+    X(cuStreamDestroy, (lwo__CUstream))                                                              \
+    X(cuStreamSynchronize, (lwo__CUstream))                                                          \
+    X(cuStreamWaitEvent, (lwo__CUstream, lwo__CUevent, unsigned))                                    \
+    X(cuEventCreate, (lwo__CUevent *, unsigned))                                                     \
+    X(cuEventDestroy, (lwo__CUevent))                                                                \
+    X(cuEventRecord, (lwo__CUevent, lwo__CUstream))                                                  \
+    X(cuEventSynchronize, (lwo__CUevent))                                                            \
+    X(cuEventQuery, (lwo__CUevent))                                                                  \
+    X(cuEventElapsedTime, (float *, lwo__CUevent, lwo__CUevent))                                     \
+    X(cuModuleLoadData, (lwo__CUmodule *, const void *))                                             \
+    X(cuModuleUnload, (lwo__CUmodule))                                                               \
+    X(cuModuleGetFunction, (lwo__CUfunction *, lwo__CUmodule, const char *))                         \
+    X(cuFuncSetAttribute, (lwo__CUfunction, int, int))                                               \
+    X(cuOccupancyMaxActiveClusters, (int *, lwo__CUfunction, const lwo__launch_config *))             \
+    X(cuOccupancyMaxActiveBlocksPerMultiprocessor, (int *, lwo__CUfunction, int, size_t))            \
+    X(cuLaunchKernel, (lwo__CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,   \
+                       unsigned, lwo__CUstream, void **, void **))                                   \
+    X(cuLaunchKernelEx, (const lwo__launch_config *, lwo__CUfunction, void **, void **))             \
+    X(cuStreamBeginCapture, (lwo__CUstream, int))                                                    \
+    X(cuStreamEndCapture, (lwo__CUstream, lwo__CUgraph *))                                           \
+    X(cuGraphInstantiateWithFlags, (lwo__CUgraphExec *, lwo__CUgraph, unsigned long long))            \
+    X(cuGraphLaunch, (lwo__CUgraphExec, lwo__CUstream))                                              \
+    X(cuGraphDestroy, (lwo__CUgraph))                                                                \
+    X(cuGraphExecDestroy, (lwo__CUgraphExec))                                                      \
+    X(cuGraphExecKernelNodeSetParams, (lwo__CUgraphExec, lwo__CUgraphNode, const lwo__kernel_node_params *)) \
+    X(cuStreamIsCapturing, (lwo__CUstream, int *))                                                   \
+    X(cuStreamGetCaptureInfo, (lwo__CUstream, int *, unsigned long long *, lwo__CUgraph *,           \
+                               const lwo__CUgraphNode **, size_t *))                                 \
+    X(cuTensorMapEncodeTiled, (void *, int, unsigned, void *, const uint64_t *, const uint64_t *,        \
+                               const unsigned *, const unsigned *, int, int, int, int))
+
+typedef struct lwo__driver {
+    void *lib;
+#define LWO__X(name, params) lwo__CUresult (*name) params;
+    LWO__DRIVER_FUNCS(LWO__X)
+#undef LWO__X
+} lwo__driver;
+
+typedef int lwo__nvrtcResult;
+#define LWO__NVRTC_ERROR_INVALID_OPTION 5
+typedef struct lwo__nvrtcProgram_st *lwo__nvrtcProgram;
+
+#define LWO__NVRTC_FUNCS(X)                                                                           \
+    X(nvrtcVersion, (int *, int *))                                                                  \
+    X(nvrtcCreateProgram, (lwo__nvrtcProgram *, const char *, const char *, int, const char *const *, \
+                           const char *const *))                                                     \
+    X(nvrtcDestroyProgram, (lwo__nvrtcProgram *))                                                    \
+    X(nvrtcCompileProgram, (lwo__nvrtcProgram, int, const char *const *))                            \
+    X(nvrtcGetProgramLogSize, (lwo__nvrtcProgram, size_t *))                                         \
+    X(nvrtcGetProgramLog, (lwo__nvrtcProgram, char *))                                               \
+    X(nvrtcGetCUBINSize, (lwo__nvrtcProgram, size_t *))                                              \
+    X(nvrtcGetCUBIN, (lwo__nvrtcProgram, char *))
+
+typedef struct lwo__nvrtc {
+    void *lib;
+    void *builtins; /* lwo__nvrtc_companion's, if any */
+    int version; /* major * 1000 + minor * 10, like the driver's */
+    char path[1024];
+#define LWO__X(name, params) lwo__nvrtcResult (*name) params;
+    LWO__NVRTC_FUNCS(LWO__X)
+#undef LWO__X
+} lwo__nvrtc;
+
+/* ---- the context ---------------------------------------------------------------------------- */
+typedef struct lwo__block { uint64_t off, size; } lwo__block;
+
+/* A stream or an event: a driver handle on the context's list. The public lwo_stream and lwo_event
+   point at one (their structs are never defined), so one pair of functions makes and unmakes
+   both; the magic tells them apart. */
+typedef struct lwo__handle { uint32_t magic; lwo_context *ctx; void *h; struct lwo__handle *next; } lwo__handle;
+typedef struct lwo__host_block { void *p; struct lwo__host_block *next; } lwo__host_block;
+
+#define LWO__MAGIC_CTX 0x6c776f43u
+#define LWO__MAGIC_TENSOR 0x6c776f54u
+#define LWO__MAGIC_STREAM 0x6c776f53u
+#define LWO__MAGIC_EVENT 0x6c776f45u
+#define LWO__MAGIC_MODULE 0x6c776f4du
+
+#define LWO__WG_TILES 6 /* the Hopper GEMM's tiles (lwo__wg_tiles) */
+/* The context: every table and resource lwo holds, so two contexts never share mutable state.
+   Each section's fields are its own; the comments say which. */
+struct lwo_context {
+    uint32_t magic;
+    int ok; /* 1 once lwo_create succeeded; a failed context answers only last_error and destroy */
+    lwo_desc desc;
+    char *cache_dir, *nvrtc_path, *driver_path;
+    lwo__driver cu;
+    lwo__nvrtc nvrtc; /* loaded on the first compile only */
+    lwo__CUdevice dev;
+    lwo__CUcontext cuctx;
+    int own_ctx;
+    lwo__CUstream compute;
+    int own_stream;
+    lwo_device_info info;
+    lwo_startup_times times;
+    lwo_stats stats;
+    /* arena: one allocation of exactly the budget; free list sorted by offset */
+    lwo__CUdeviceptr arena;
+    uint64_t arena_size, arena_used, arena_peak;
+    lwo__block *free_list;
+    size_t nfree, capfree;
+    lwo_module *kernels; /* lwo's own module */
+    lwo_module *gemm_modules[4]; /* the tensor-core GEMMs, one module per operand type, built on first use */
+    int gemm_clusters[4][LWO__WG_TILES]; /* per module and Hopper tile: its clusters that fit at once (0: not asked) */
+    unsigned gemm_smem[4][LWO__WG_TILES]; /* ... and the dynamic shared memory its function is allowed (0: not set) */
+    int rowq_fit[3][3]; /* per x dtype (f32, f16, bf16): the ring quantizer's blocks per SM, for (threads, shared bytes) */
+    unsigned rowq_smem[3]; /* ... and the dynamic shared memory its function was allowed (0: not raised yet) */
+    lwo_module *modules;
+    lwo_tensor *tensors;
+    lwo__handle *handles;       /* streams and events */
+    lwo__host_block *host_blocks;
+    lwo__CUdeviceptr scratch; /* 256 bytes of arena for reductions */
+    struct lwo__engine *engine; /* the streaming engine (section 10), made on first use */
+    uint64_t pinned_bytes;      /* host bytes pinned for weight homes, against desc.pinned_cap */
+    lwo_weight *weights;        /* every live weight (section 9) */
+    struct lwo__item **items;   /* every item made, by id (section 9); freed with the context */
+    size_t nitems, capitems;
+    struct lwo__host_reg *host_regs; /* shared registrations of caller ranges (section 5) */
+    uint64_t ws_off, ws_size;   /* lwo_linear's grow-only workspace in the arena (0: none) */
+    uint64_t split_off, split_size; /* the Hopper GEMMs' split area in the arena (0: none yet) */
+    int split_refused;              /* the arena had no room for it (logged once) */
+    int planned;                /* a streaming plan is in force: the workspace and split area are
+                                   what it reserved, and neither grows (section 10) */
+    int capturing;              /* a whole-pass capture is open (section 11): nothing grows (growing
+                                   synchronizes) and the engine joins its streams to the capture */
+    int chunk_logged;           /* lwo_linear said once that it runs x in row chunks */
+    struct lwo__lsink *lsink;   /* while lwo_linear captures or retargets a graph (section 11) */
+    char error[LWO__ERROR_CAP];
+};
+LWO_DEF const char *lwo_result_string(lwo_result r) {
+    static const char *const names[LWO_RESULT_COUNT] = {
+        "LWO_SUCCESS", "LWO_ERROR_INVALID_ARGUMENT", "LWO_ERROR_OUT_OF_HOST_MEMORY", "LWO_ERROR_NO_DRIVER",
+        "LWO_ERROR_STUB_DRIVER", "LWO_ERROR_DRIVER_SYMBOL", "LWO_ERROR_NO_DEVICE", "LWO_ERROR_NO_NVRTC",
+        "LWO_ERROR_COMPILE", "LWO_ERROR_OUT_OF_BUDGET", "LWO_ERROR_OUT_OF_DEVICE_MEMORY", "LWO_ERROR_BAD_FILE",
+        "LWO_ERROR_IO", "LWO_ERROR_UNSUPPORTED", "LWO_ERROR_NOT_FOUND", "LWO_ERROR_CUDA",
+    };
+    return (r >= 0 && r < LWO_RESULT_COUNT) ? names[r] : "LWO_ERROR_UNKNOWN";
+}
+
+LWO_DEF const char *lwo_last_error(const lwo_context *ctx) {
+    if (!ctx) return "no context (lwo_create could not allocate one, or NULL was passed)";
+    if (ctx->magic != LWO__MAGIC_CTX) return "not a live lwo_context";
+    return ctx->error;
+}
+
+static void lwo__log(lwo_context *ctx, lwo_log_level level, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    if ((int)level > ctx->desc.log_level) return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (ctx->desc.log) ctx->desc.log(ctx->desc.log_user, level, msg);
+#ifndef LWO_NO_STDIO
+    else if (level == LWO_LOG_PROGRESS) fprintf(stderr, "lwo: %s\n", msg);
+    else fprintf(stderr, "lwo %s: %s\n", level == LWO_LOG_ERROR ? "error" : level == LWO_LOG_WARN ? "warning" : "info", msg);
+#endif
+}
+
+/* Records the failure detail and returns r, so callers write `return lwo__fail(ctx, r, ...)`. */
+static lwo_result lwo__fail(lwo_context *ctx, lwo_result r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
+    va_end(ap);
+    lwo__log(ctx, LWO_LOG_DEBUG, "%s: %s", lwo_result_string(r), ctx->error);
+    return r;
+}
+
+static lwo_result lwo__cuda_fail(lwo_context *ctx, lwo__CUresult rc, const char *what) {
+    const char *name = "?", *str = "";
+    if (ctx->cu.cuGetErrorName) ctx->cu.cuGetErrorName(rc, &name);
+    if (ctx->cu.cuGetErrorString) ctx->cu.cuGetErrorString(rc, &str);
+    return lwo__fail(ctx, rc == LWO__CUDA_ERROR_OUT_OF_MEMORY ? LWO_ERROR_OUT_OF_DEVICE_MEMORY : LWO_ERROR_CUDA,
+                     "%s failed: %s (%d): %s", what, name ? name : "?", rc, str ? str : "");
+}
+#define LWO__CU(ctx, call)                                                                            \
+    do {                                                                                             \
+        lwo__CUresult lwo__rc = (ctx)->cu.call;                                                      \
+        if (lwo__rc != 0) return lwo__cuda_fail((ctx), lwo__rc, #call);                              \
+    } while (0)
+
+/* Every entry point taking a context starts here: a usable context, made current on this thread. */
+static lwo_result lwo__enter(lwo_context *ctx) {
+    if (!ctx || ctx->magic != LWO__MAGIC_CTX) return LWO_ERROR_INVALID_ARGUMENT;
+    ctx->error[0] = 0;
+    if (!ctx->ok) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "this context failed to create; only lwo_last_error and lwo_destroy may be called");
+    LWO__CU(ctx, cuCtxSetCurrent(ctx->cuctx));
+    return LWO_SUCCESS;
+}
+#define LWO__ENTER(ctx)                                                                               \
+    do {                                                                                             \
+        lwo_result lwo__r = lwo__enter(ctx);                                                         \
+        if (lwo__r) return lwo__r;                                                                   \
+    } while (0)
+
+/* The driver handle of p, which must be a live stream or event (magic) of this context. */
+static lwo_result lwo__handle_get(lwo_context *ctx, const void *p, uint32_t magic, const char *arg, void **out) {
+    const lwo__handle *x = (const lwo__handle *)p;
+    if (!x || x->magic != magic)
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument '%s' is not a live %s", arg, magic == LWO__MAGIC_STREAM ? "lwo_stream" : "lwo_event");
+    if (x->ctx != ctx) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument '%s' belongs to another lwo_context", arg);
+    *out = x->h;
+    return LWO_SUCCESS;
+}
+/* The stream work goes on: s, or the compute stream for NULL. */
+static lwo_result lwo__get_stream(lwo_context *ctx, lwo_stream *s, lwo__CUstream *out) {
+    void *h = NULL;
+    lwo_result r;
+    *out = ctx->compute;
+    if (!s) return LWO_SUCCESS;
+    if ((r = lwo__handle_get(ctx, s, LWO__MAGIC_STREAM, "stream", &h)) != 0) return r;
+    *out = (lwo__CUstream)h;
+    return LWO_SUCCESS;
+}
+/* The driver handle of event e (argument `arg`). */
+static lwo_result lwo__get_event(lwo_context *ctx, const lwo_event *e, const char *arg, lwo__CUevent *out) {
+    void *h = NULL;
+    lwo_result r = lwo__handle_get(ctx, e, LWO__MAGIC_EVENT, arg, &h);
+    *out = (lwo__CUevent)h;
+    return r;
+}
+#define LWO__GET_STREAM(ctx, s, out)                                                                  \
+    do {                                                                                             \
+        lwo_result lwo__r = lwo__get_stream((ctx), (s), &(out));                                     \
+        if (lwo__r) return lwo__r;                                                                   \
+    } while (0)
 
 /* ==== 1. Platform ============================================================================ */
 /* Everything that differs between POSIX and Windows is in this section, as small lwo__ functions
@@ -979,68 +1435,6 @@ LWO_API uint64_t lwo_graph_bytes_streamed(const lwo_graph *g);
 #include <time.h>
 #include <unistd.h>
 #endif
-#include <errno.h>
-#include <limits.h>
-#include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#ifndef LWO_MALLOC
-#define LWO_MALLOC(sz) malloc(sz)
-#define LWO_FREE(p) free(p)
-#define LWO_REALLOC(p, sz) realloc(p, sz)
-#endif
-#ifndef LWO_ASSERT
-#include <assert.h>
-#define LWO_ASSERT(x) assert(x)
-#endif
-
-#ifdef LWO_STATIC
-#define LWO_DEF static
-#else
-#define LWO_DEF
-#endif
-
-#define LWO__ERROR_CAP 4096
-
-/* a * b without wrapping; 0 on overflow (callers treat 0 as invalid). */
-static int lwo__mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
-    if (a && b > UINT64_MAX / a) return 0;
-    *out = a * b;
-    return 1;
-}
-
-static uint64_t lwo__round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
-
-static char *lwo__strdup(const char *s) {
-    size_t n = strlen(s) + 1;
-    char *d = (char *)LWO_MALLOC(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
-
-/* Appends to a fixed buffer, truncating; keeps it NUL-terminated. */
-static void lwo__appendf(char *buf, size_t cap, const char *fmt, ...) {
-    size_t len = strlen(buf);
-    va_list ap;
-    if (len + 1 >= cap) return;
-    va_start(ap, fmt);
-    vsnprintf(buf + len, cap - len, fmt, ap);
-    va_end(ap);
-}
-
-/* FNV-1a 64: the cache key and the cache file's checksum; not cryptographic, only a guard
-   against truncation and bit rot, with the key also covering every input of the compile. */
-static uint64_t lwo__fnv1a(uint64_t h, const void *data, size_t n) {
-    const unsigned char *p = (const unsigned char *)data;
-    size_t i;
-    for (i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ull; }
-    return h;
-}
-#define LWO__FNV_SEED 0xcbf29ce484222325ull
-
 /* ---- what each platform provides --------------------------------------------------------------
    lwo__now_ms()                       monotonic milliseconds
    lwo__page_size(), lwo__phys_ram()   bytes (phys_ram 0: unknown)
@@ -1049,7 +1443,9 @@ static uint64_t lwo__fnv1a(uint64_t h, const void *data, size_t n) {
    lwo__env(name, buf, cap)            an environment variable as UTF-8: 1 if set, non-empty, fits
    lwo__lib_open/_sym/_close           a shared library (dlopen / LoadLibraryExW)
    lwo__read_file(path, &data, &size)  a whole file into memory
-   lwo__wfile_open/_write/_commit/_abort  write "<path>.tmp.<pid>", then rename it over path
+   lwo__wfile_create/_put/_finish/_close  a file being written (lwo__wfile_open and the rest,
+                                       after the platforms, build the atomic write on them)
+   lwo__rename_over(from, to, sync)    a rename that replaces `to`
    lwo__remove_file, lwo__mkdir1       one file, one folder
    lwo__dir_open/_next/_close          the names in a folder
    lwo__map_file, lwo__unmap_file      a regular file mapped read-only, whole
@@ -1230,80 +1626,44 @@ static int lwo__read_file(const char *path, unsigned char **data, size_t *size) 
     return 1;
 }
 
-static int lwo__wfile_open(lwo__wfile *f, const char *path, char *err, size_t cap) {
-    size_t n = strlen(path) + 32;
-    wchar_t *w;
-    f->path = path;
-    f->h = INVALID_HANDLE_VALUE;
-    f->tmp = (char *)LWO_MALLOC(n);
-    if (!f->tmp) { snprintf(err, cap, "%s: out of host memory", path); return 0; }
-    snprintf(f->tmp, n, "%s.tmp.%lu", path, lwo__pid());
-    if ((w = lwo__widen(f->tmp)) != NULL) {
-        f->h = CreateFileW(w, GENERIC_WRITE, 0, NULL, CREATE_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL);
-        LWO_FREE(w);
-    }
-    if (f->h == INVALID_HANDLE_VALUE) {
-        char why[512];
-        lwo__sys_error(why, sizeof why);
-        snprintf(err, cap, "%s: cannot create: %s", f->tmp, why);
-        LWO_FREE(f->tmp);
-        f->tmp = NULL;
-        return 0;
-    }
-    return 1;
+/* Opens f->tmp for writing, truncated; 0 with the reason left for lwo__sys_error. */
+static int lwo__wfile_create(lwo__wfile *f) {
+    wchar_t *w = lwo__widen(f->tmp);
+    f->h = w ? CreateFileW(w, GENERIC_WRITE, 0, NULL, CREATE_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL) : INVALID_HANDLE_VALUE;
+    LWO_FREE(w);
+    return f->h != INVALID_HANDLE_VALUE;
 }
 
-static int lwo__wfile_write(lwo__wfile *f, const void *data, uint64_t n, char *err, size_t cap) {
-    const char *p = (const char *)data;
-    while (n) {
-        DWORD chunk = n > (uint64_t)(1u << 30) ? (DWORD)(1u << 30) : (DWORD)n, w = 0;
-        if (!WriteFile(f->h, p, chunk, &w, NULL) || w == 0) {
-            char why[512];
-            lwo__sys_error(why, sizeof why);
-            snprintf(err, cap, "%s: write failed: %s", f->tmp, why);
-            return 0;
-        }
-        p += w;
-        n -= w;
-    }
-    return 1;
+/* Writes some of p[0, n), n at most 1 GiB: the bytes written, 0 on failure. */
+static uint64_t lwo__wfile_put(lwo__wfile *f, const char *p, uint64_t n) {
+    DWORD w = 0;
+    return WriteFile(f->h, p, (DWORD)n, &w, NULL) ? w : 0;
 }
 
-static void lwo__wfile_abort(lwo__wfile *f) {
-    wchar_t *w;
-    if (f->h != INVALID_HANDLE_VALUE) CloseHandle(f->h);
-    f->h = INVALID_HANDLE_VALUE;
-    if (f->tmp && (w = lwo__widen(f->tmp)) != NULL) { DeleteFileW(w); LWO_FREE(w); }
-    LWO_FREE(f->tmp);
-    f->tmp = NULL;
-}
-
-/* sync: the data reaches the disk before the rename (FlushFileBuffers, MOVEFILE_WRITE_THROUGH).
-   MOVEFILE_REPLACE_EXISTING is Windows' rename over an existing name; it fails while another
-   process holds that file open without FILE_SHARE_DELETE. On failure the temporary is removed. */
-static int lwo__wfile_commit(lwo__wfile *f, int sync, char *err, size_t cap) {
-    char why[512];
-    wchar_t *wt, *wp;
+/* sync: the data reaches the disk (FlushFileBuffers) before the close. */
+static int lwo__wfile_finish(lwo__wfile *f, int sync) {
     int ok;
-    if (sync && !FlushFileBuffers(f->h)) {
-        lwo__sys_error(why, sizeof why);
-        snprintf(err, cap, "%s: write failed: %s", f->tmp, why);
-        lwo__wfile_abort(f);
-        return 0;
-    }
+    if (sync && !FlushFileBuffers(f->h)) return 0;
     ok = CloseHandle(f->h) != 0;
     f->h = INVALID_HANDLE_VALUE;
-    if (!ok) { lwo__sys_error(why, sizeof why); snprintf(err, cap, "%s: write failed: %s", f->tmp, why); lwo__wfile_abort(f); return 0; }
-    wt = lwo__widen(f->tmp);
-    wp = lwo__widen(f->path);
-    ok = wt && wp && MoveFileExW(wt, wp, MOVEFILE_REPLACE_EXISTING | (sync ? MOVEFILE_WRITE_THROUGH : 0));
-    if (!ok) { lwo__sys_error(why, sizeof why); snprintf(err, cap, "rename %s -> %s: %s", f->tmp, f->path, why); }
+    return ok;
+}
+
+static void lwo__wfile_close(lwo__wfile *f) {
+    if (f->h != INVALID_HANDLE_VALUE) CloseHandle(f->h);
+    f->h = INVALID_HANDLE_VALUE;
+}
+
+/* MOVEFILE_REPLACE_EXISTING is Windows' rename over an existing name; it fails while another
+   process holds that file open without FILE_SHARE_DELETE. sync: MOVEFILE_WRITE_THROUGH. */
+static int lwo__rename_over(const char *from, const char *to, int sync) {
+    wchar_t *wf = lwo__widen(from), *wt = lwo__widen(to);
+    int ok = wf && wt && MoveFileExW(wf, wt, MOVEFILE_REPLACE_EXISTING | (sync ? MOVEFILE_WRITE_THROUGH : 0));
+    DWORD e = GetLastError();
+    LWO_FREE(wf);
     LWO_FREE(wt);
-    LWO_FREE(wp);
-    if (!ok) { lwo__wfile_abort(f); return 0; }
-    LWO_FREE(f->tmp);
-    f->tmp = NULL;
-    return 1;
+    SetLastError(e);   /* for lwo__sys_error */
+    return ok;
 }
 
 static int lwo__remove_file(const char *path) {
@@ -1587,65 +1947,34 @@ static int lwo__read_file(const char *path, unsigned char **data, size_t *size) 
     return 1;
 }
 
-static int lwo__wfile_open(lwo__wfile *f, const char *path, char *err, size_t cap) {
-    size_t n = strlen(path) + 32;
-    char why[256];
-    f->path = path;
-    f->fd = -1;
-    f->tmp = (char *)LWO_MALLOC(n);
-    if (!f->tmp) { snprintf(err, cap, "%s: out of host memory", path); return 0; }
-    snprintf(f->tmp, n, "%s.tmp.%lu", path, lwo__pid());
+static int lwo__wfile_create(lwo__wfile *f) {
     f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (f->fd < 0) {
-        snprintf(err, cap, "%s: cannot create: %s", f->tmp, lwo__sys_error(why, sizeof why));
-        LWO_FREE(f->tmp);
-        f->tmp = NULL;
-        return 0;
-    }
-    return 1;
+    return f->fd >= 0;
 }
 
-static int lwo__wfile_write(lwo__wfile *f, const void *data, uint64_t n, char *err, size_t cap) {
-    const char *p = (const char *)data;
-    char why[256];
-    while (n) {
-        size_t chunk = n > (uint64_t)(1u << 30) ? (size_t)(1u << 30) : (size_t)n;
-        ssize_t w = write(f->fd, p, chunk);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            if (w == 0) errno = EIO;
-            snprintf(err, cap, "%s: write failed: %s", f->tmp, lwo__sys_error(why, sizeof why));
-            return 0;
-        }
-        p += w;
-        n -= (uint64_t)w;
-    }
-    return 1;
+static uint64_t lwo__wfile_put(lwo__wfile *f, const char *p, uint64_t n) {
+    ssize_t w;
+    do w = write(f->fd, p, (size_t)n); while (w < 0 && errno == EINTR);
+    if (w == 0) errno = EIO;
+    return w > 0 ? (uint64_t)w : 0;
 }
 
-static void lwo__wfile_abort(lwo__wfile *f) {
-    if (f->fd >= 0) close(f->fd);
-    f->fd = -1;
-    if (f->tmp) unlink(f->tmp);
-    LWO_FREE(f->tmp);
-    f->tmp = NULL;
-}
-
-/* sync: fsync before the rename, so after a crash the name holds the old file or the whole new one. */
-static int lwo__wfile_commit(lwo__wfile *f, int sync, char *err, size_t cap) {
-    char why[256];
+/* sync: fsync before the close, so after a crash the renamed name holds the whole new file. */
+static int lwo__wfile_finish(lwo__wfile *f, int sync) {
     int ok = !sync || fsync(f->fd) == 0;
     ok = (close(f->fd) == 0) && ok;
     f->fd = -1;
-    if (!ok) { snprintf(err, cap, "%s: write failed: %s", f->tmp, lwo__sys_error(why, sizeof why)); lwo__wfile_abort(f); return 0; }
-    if (rename(f->tmp, f->path) != 0) {
-        snprintf(err, cap, "rename %s -> %s: %s", f->tmp, f->path, lwo__sys_error(why, sizeof why));
-        lwo__wfile_abort(f);
-        return 0;
-    }
-    LWO_FREE(f->tmp);
-    f->tmp = NULL;
-    return 1;
+    return ok;
+}
+
+static void lwo__wfile_close(lwo__wfile *f) {
+    if (f->fd >= 0) close(f->fd);
+    f->fd = -1;
+}
+
+static int lwo__rename_over(const char *from, const char *to, int sync) {
+    (void)sync;   /* the data was synced before the close */
+    return rename(from, to) == 0;
 }
 
 static int lwo__remove_file(const char *path) { return unlink(path) == 0; }
@@ -1757,8 +2086,61 @@ static void *lwo__nvrtc_companion(const char *nvrtc_path, int major, int minor) 
 }
 #endif
 
-/* ---- built on the functions above, the same on every platform ---------------------------------- */
+/* ---- built on the functions above, the same on every platform ------------------------------- */
 
+/* lwo__wfile, on the functions above: open, write, then commit (rename over path) or abort
+   (remove the temporary); a failed open or commit leaves nothing to abort. err says why. */
+static void lwo__wfile_abort(lwo__wfile *f) {
+    lwo__wfile_close(f);
+    if (f->tmp) lwo__remove_file(f->tmp);
+    LWO_FREE(f->tmp);
+    f->tmp = NULL;
+}
+
+static int lwo__wfile_open(lwo__wfile *f, const char *path, char *err, size_t cap) {
+    size_t n = strlen(path) + 32;
+    char why[512];
+    f->path = path;
+    f->tmp = (char *)LWO_MALLOC(n);
+    if (!f->tmp) { snprintf(err, cap, "%s: out of host memory", path); return 0; }
+    snprintf(f->tmp, n, "%s.tmp.%lu", path, lwo__pid());
+    if (!lwo__wfile_create(f)) {
+        snprintf(err, cap, "%s: cannot create: %s", f->tmp, lwo__sys_error(why, sizeof why));
+        LWO_FREE(f->tmp);
+        f->tmp = NULL;
+        return 0;
+    }
+    return 1;
+}
+
+static int lwo__wfile_write(lwo__wfile *f, const void *data, uint64_t n, char *err, size_t cap) {
+    const char *p = (const char *)data;
+    char why[512];
+    while (n) {
+        uint64_t w = lwo__wfile_put(f, p, n > ((uint64_t)1 << 30) ? ((uint64_t)1 << 30) : n);
+        if (w == 0) { snprintf(err, cap, "%s: write failed: %s", f->tmp, lwo__sys_error(why, sizeof why)); return 0; }
+        p += w;
+        n -= w;
+    }
+    return 1;
+}
+
+static int lwo__wfile_commit(lwo__wfile *f, int sync, char *err, size_t cap) {
+    char why[512];
+    if (!lwo__wfile_finish(f, sync)) {
+        snprintf(err, cap, "%s: write failed: %s", f->tmp, lwo__sys_error(why, sizeof why));
+        lwo__wfile_abort(f);
+        return 0;
+    }
+    if (!lwo__rename_over(f->tmp, f->path, sync)) {
+        snprintf(err, cap, "rename %s -> %s: %s", f->tmp, f->path, lwo__sys_error(why, sizeof why));
+        lwo__wfile_abort(f);
+        return 0;
+    }
+    LWO_FREE(f->tmp);
+    f->tmp = NULL;
+    return 1;
+}
 /* Writes a + b to path whole or not at all (temporary name, then rename). No fsync: the cache's
    readers check a checksum, so a file cut short by a crash is recompiled, not trusted. */
 static int lwo__write_file_atomic(const char *path, const void *a, size_t an, const void *b, size_t bn) {
@@ -1790,118 +2172,6 @@ static int lwo__mkdir_p(const char *dir) {
 }
 
 /* ==== 2. Driver loader ======================================================================= */
-/* The few driver types lwo needs, declared here so no CUDA header is needed to build. */
-typedef int lwo__CUresult;
-typedef int lwo__CUdevice;
-typedef void *lwo__CUcontext;
-typedef void *lwo__CUmodule;
-typedef void *lwo__CUfunction;
-typedef void *lwo__CUstream;
-typedef void *lwo__CUevent;
-typedef void *lwo__CUgraph;
-typedef void *lwo__CUgraphExec;
-typedef void *lwo__CUgraphNode;
-typedef unsigned long long lwo__CUdeviceptr;
-/* CUDA_KERNEL_NODE_PARAMS_v2 of the CUDA 12 driver API (what cuGraphExecKernelNodeSetParams takes
-   at API version 12000): kern and ctx zero, so `func` is the kernel. */
-typedef struct lwo__kernel_node_params {
-    lwo__CUfunction func;
-    unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
-    void **kernelParams, **extra;
-    void *kern, *ctx;
-} lwo__kernel_node_params;
-/* CUlaunchConfig: the launch cuOccupancyMaxActiveClusters is asked about (no attributes: the
-   cluster shape is the kernel's own, __cluster_dims__). */
-typedef struct lwo__launch_config {
-    unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
-    lwo__CUstream hStream;
-    void *attrs;
-    unsigned numAttrs;
-} lwo__launch_config;
-typedef struct lwo__launch_attr { int id, pad; unsigned int value[16]; } lwo__launch_attr; /* CUlaunchAttribute */
-
-enum {
-    LWO__CUDA_SUCCESS = 0, LWO__CUDA_ERROR_OUT_OF_MEMORY = 2, LWO__CUDA_ERROR_NOT_INITIALIZED = 3,
-    LWO__CUDA_ERROR_STUB_LIBRARY = 34, LWO__CUDA_ERROR_NO_DEVICE = 100, LWO__CUDA_ERROR_INVALID_DEVICE = 101,
-    LWO__CUDA_ERROR_NOT_READY = 600,
-    LWO__CU_ATTR_MAX_THREADS_PER_BLOCK = 1, LWO__CU_ATTR_SM_COUNT = 16, LWO__CU_ATTR_CC_MAJOR = 75,
-    LWO__CU_ATTR_CC_MINOR = 76, LWO__CU_ATTR_MAX_SMEM_OPTIN = 97,
-    LWO__CU_FUNC_ATTR_MAX_DYNAMIC_SMEM = 8, LWO__CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6,
-    LWO__CU_STREAM_NON_BLOCKING = 1, LWO__CU_EVENT_DISABLE_TIMING = 2
-};
-
-/* The driver API version lwo asks cuGetProcAddress for: with 12000 the unversioned names below
-   resolve to their current (_v2, _v3) entry points, never the CUDA 3.x-era ABI. */
-#define LWO__CUDA_API_VERSION 12000
-
-/* One line per driver entry point: X(name, return-and-parameter list). */
-#define LWO__DRIVER_FUNCS(X)                                                                          \
-    X(cuGetErrorName, (lwo__CUresult, const char **))                                                \
-    X(cuGetErrorString, (lwo__CUresult, const char **))                                              \
-    X(cuInit, (unsigned))                                                                            \
-    X(cuDriverGetVersion, (int *))                                                                   \
-    X(cuDeviceGetCount, (int *))                                                                     \
-    X(cuDeviceGet, (lwo__CUdevice *, int))                                                           \
-    X(cuDeviceGetName, (char *, int, lwo__CUdevice))                                                 \
-    X(cuDeviceGetAttribute, (int *, int, lwo__CUdevice))                                             \
-    X(cuDeviceTotalMem, (size_t *, lwo__CUdevice))                                                   \
-    X(cuDevicePrimaryCtxRetain, (lwo__CUcontext *, lwo__CUdevice))                                   \
-    X(cuDevicePrimaryCtxRelease, (lwo__CUdevice))                                                    \
-    X(cuCtxSetCurrent, (lwo__CUcontext))                                                             \
-    X(cuCtxGetCurrent, (lwo__CUcontext *))                                                           \
-    X(cuCtxGetDevice, (lwo__CUdevice *))                                                             \
-    X(cuCtxSynchronize, (void))                                                                      \
-    X(cuMemGetInfo, (size_t *, size_t *))                                                            \
-    X(cuMemAlloc, (lwo__CUdeviceptr *, size_t))                                                      \
-    X(cuMemFree, (lwo__CUdeviceptr))                                                                 \
-    X(cuMemHostAlloc, (void **, size_t, unsigned))                                                   \
-    X(cuMemFreeHost, (void *))                                                                       \
-    X(cuMemHostRegister, (void *, size_t, unsigned))                                                 \
-    X(cuMemHostUnregister, (void *))                                                                 \
-    X(cuMemcpyHtoDAsync, (lwo__CUdeviceptr, const void *, size_t, lwo__CUstream))                    \
-    X(cuMemcpyDtoHAsync, (void *, lwo__CUdeviceptr, size_t, lwo__CUstream))                          \
-    X(cuMemcpyDtoDAsync, (lwo__CUdeviceptr, lwo__CUdeviceptr, size_t, lwo__CUstream))                \
-    X(cuMemsetD8Async, (lwo__CUdeviceptr, unsigned char, size_t, lwo__CUstream))                     \
-    X(cuMemsetD32Async, (lwo__CUdeviceptr, unsigned, size_t, lwo__CUstream))                         \
-    X(cuStreamCreate, (lwo__CUstream *, unsigned))                                                   \
-    X(cuStreamDestroy, (lwo__CUstream))                                                              \
-    X(cuStreamSynchronize, (lwo__CUstream))                                                          \
-    X(cuStreamWaitEvent, (lwo__CUstream, lwo__CUevent, unsigned))                                    \
-    X(cuEventCreate, (lwo__CUevent *, unsigned))                                                     \
-    X(cuEventDestroy, (lwo__CUevent))                                                                \
-    X(cuEventRecord, (lwo__CUevent, lwo__CUstream))                                                  \
-    X(cuEventSynchronize, (lwo__CUevent))                                                            \
-    X(cuEventQuery, (lwo__CUevent))                                                                  \
-    X(cuEventElapsedTime, (float *, lwo__CUevent, lwo__CUevent))                                     \
-    X(cuModuleLoadData, (lwo__CUmodule *, const void *))                                             \
-    X(cuModuleUnload, (lwo__CUmodule))                                                               \
-    X(cuModuleGetFunction, (lwo__CUfunction *, lwo__CUmodule, const char *))                         \
-    X(cuFuncSetAttribute, (lwo__CUfunction, int, int))                                               \
-    X(cuOccupancyMaxActiveClusters, (int *, lwo__CUfunction, const lwo__launch_config *))             \
-    X(cuOccupancyMaxActiveBlocksPerMultiprocessor, (int *, lwo__CUfunction, int, size_t))            \
-    X(cuLaunchKernel, (lwo__CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,   \
-                       unsigned, lwo__CUstream, void **, void **))                                   \
-    X(cuLaunchKernelEx, (const lwo__launch_config *, lwo__CUfunction, void **, void **))             \
-    X(cuStreamBeginCapture, (lwo__CUstream, int))                                                    \
-    X(cuStreamEndCapture, (lwo__CUstream, lwo__CUgraph *))                                           \
-    X(cuGraphInstantiateWithFlags, (lwo__CUgraphExec *, lwo__CUgraph, unsigned long long))            \
-    X(cuGraphLaunch, (lwo__CUgraphExec, lwo__CUstream))                                              \
-    X(cuGraphDestroy, (lwo__CUgraph))                                                                \
-    X(cuGraphExecDestroy, (lwo__CUgraphExec))                                                      \
-    X(cuGraphExecKernelNodeSetParams, (lwo__CUgraphExec, lwo__CUgraphNode, const lwo__kernel_node_params *)) \
-    X(cuStreamIsCapturing, (lwo__CUstream, int *))                                                   \
-    X(cuStreamGetCaptureInfo, (lwo__CUstream, int *, unsigned long long *, lwo__CUgraph *,           \
-                               const lwo__CUgraphNode **, size_t *))                                 \
-    X(cuTensorMapEncodeTiled, (void *, int, unsigned, void *, const uint64_t *, const uint64_t *,        \
-                               const unsigned *, const unsigned *, int, int, int, int))
-
-typedef struct lwo__driver {
-    void *lib;
-#define LWO__X(name, params) lwo__CUresult (*name) params;
-    LWO__DRIVER_FUNCS(LWO__X)
-#undef LWO__X
-} lwo__driver;
-
 typedef lwo__CUresult (*lwo__get_proc_v2_fn)(const char *, void **, int, unsigned long long, int *);
 typedef lwo__CUresult (*lwo__get_proc_v1_fn)(const char *, void **, int, unsigned long long);
 
@@ -1957,30 +2227,6 @@ static void lwo__driver_unload(lwo__driver *d) {
 }
 
 /* ==== 3. NVRTC loader ======================================================================== */
-typedef int lwo__nvrtcResult;
-typedef struct lwo__nvrtcProgram_st *lwo__nvrtcProgram;
-
-#define LWO__NVRTC_FUNCS(X)                                                                           \
-    X(nvrtcVersion, (int *, int *))                                                                  \
-    X(nvrtcCreateProgram, (lwo__nvrtcProgram *, const char *, const char *, int, const char *const *, \
-                           const char *const *))                                                     \
-    X(nvrtcDestroyProgram, (lwo__nvrtcProgram *))                                                    \
-    X(nvrtcCompileProgram, (lwo__nvrtcProgram, int, const char *const *))                            \
-    X(nvrtcGetProgramLogSize, (lwo__nvrtcProgram, size_t *))                                         \
-    X(nvrtcGetProgramLog, (lwo__nvrtcProgram, char *))                                               \
-    X(nvrtcGetCUBINSize, (lwo__nvrtcProgram, size_t *))                                              \
-    X(nvrtcGetCUBIN, (lwo__nvrtcProgram, char *))
-
-typedef struct lwo__nvrtc {
-    void *lib;
-    void *builtins; /* lwo__nvrtc_companion's, if any */
-    int version; /* major * 1000 + minor * 10, like the driver's */
-    char path[1024];
-#define LWO__X(name, params) lwo__nvrtcResult (*name) params;
-    LWO__NVRTC_FUNCS(LWO__X)
-#undef LWO__X
-} lwo__nvrtc;
-
 static int lwo__nvrtc_try(lwo__nvrtc *n, const char *path, char *tried, size_t cap) {
     char why[1024];
     void *lib = lwo__lib_open(path, why, sizeof why);
@@ -2046,12 +2292,21 @@ static lwo_result lwo__nvrtc_compile(const lwo__nvrtc *n, const char *source, co
     opts[nopt++] = archopt;
     opts[nopt++] = "-std=c++17";
     opts[nopt++] = "-default-device";
-    while (extra && *extra && nopt < 23) opts[nopt++] = *extra++;
-    if (n->nvrtcCreateProgram(&p, source, name, 0, NULL, NULL) != 0) {
-        snprintf(err, errcap, "nvrtcCreateProgram failed for '%s'", name);
-        return LWO_ERROR_COMPILE;
+    while (extra && *extra && nopt < 22) opts[nopt++] = *extra++;
+    /* the kernels of a module compiled side by side on every core (lwo's GEMM modules hold a dozen):
+       the first start's wait is the slowest kernel's, not their sum. Measured, NVRTC 13, 2 cores:
+       the s8 GEMMs 17.2 s alone, 11.3-13.0 s split. An NVRTC without the option compiles without it */
+    opts[nopt++] = "-split-compile=0";
+    for (;;) {
+        if (n->nvrtcCreateProgram(&p, source, name, 0, NULL, NULL) != 0) {
+            snprintf(err, errcap, "nvrtcCreateProgram failed for '%s'", name);
+            return LWO_ERROR_COMPILE;
+        }
+        rc = n->nvrtcCompileProgram(p, nopt, opts);
+        if (rc != LWO__NVRTC_ERROR_INVALID_OPTION || strcmp(opts[nopt - 1], "-split-compile=0") != 0) break;
+        n->nvrtcDestroyProgram(&p);
+        nopt--;
     }
-    rc = n->nvrtcCompileProgram(p, nopt, opts);
     n->nvrtcGetProgramLogSize(p, &logn);
     if (rc != 0) {
         char *log = (char *)LWO_MALLOC(logn + 1);
@@ -2075,6 +2330,9 @@ static lwo_result lwo__nvrtc_compile(const lwo__nvrtc *n, const char *source, co
     return LWO_SUCCESS;
 }
 
+/* ==== 4. Modules ============================================================================= */
+/* The embedded kernel source, compiled by NVRTC for the device's exact arch, cached on disk as
+   cubins keyed by a hash of what went into them; the launch helpers; the caller's own modules. */
 /* The kernel source, embedded from kernels.cuh.inc. */
 /* LWO_EMBED_BEGIN (tools/embed_kernels.py writes this block; edit kernels.cuh.inc) */
 static const char *const lwo__kernel_source_parts[] = {
@@ -2114,10 +2372,7 @@ static const char *const lwo__kernel_source_parts[] = {
 };
 /* LWO_EMBED_END */
 
-/* ==== 4. Kernel module ======================================================================= */
-/* The context: every table and resource lwo holds, so two contexts never share mutable state. */
 typedef struct lwo__kfunc { const char *name; lwo__CUfunction fn; } lwo__kfunc;
-
 struct lwo_module {
     uint32_t magic;
     lwo_context *ctx;
@@ -2127,127 +2382,6 @@ struct lwo_module {
     int from_cache;
     lwo_module *next;
 };
-
-typedef struct lwo__block { uint64_t off, size; } lwo__block;
-
-struct lwo_tensor {
-    uint32_t magic;
-    lwo_context *ctx;
-    lwo__CUdeviceptr ptr;
-    lwo_dtype dtype;
-    int ndim;
-    uint64_t shape[LWO_MAX_DIMS];
-    uint64_t numel, bytes;
-    uint64_t arena_off, arena_size; /* arena_size 0: wrapped, not owned */
-    lwo_tensor *prev, *next;
-};
-
-struct lwo_stream { uint32_t magic; lwo_context *ctx; lwo__CUstream s; lwo_stream *next; };
-struct lwo_event { uint32_t magic; lwo_context *ctx; lwo__CUevent e; lwo_event *next; };
-typedef struct lwo__host_block { void *p; struct lwo__host_block *next; } lwo__host_block;
-
-#define LWO__MAGIC_CTX 0x6c776f43u
-#define LWO__MAGIC_TENSOR 0x6c776f54u
-#define LWO__MAGIC_STREAM 0x6c776f53u
-#define LWO__MAGIC_EVENT 0x6c776f45u
-#define LWO__MAGIC_MODULE 0x6c776f4du
-
-#define LWO__WG_TILES 6 /* the Hopper GEMM's tiles (lwo__wg_tiles) */
-struct lwo_context {
-    uint32_t magic;
-    int ok; /* 1 once lwo_create succeeded; a failed context answers only last_error and destroy */
-    lwo_desc desc;
-    char *cache_dir, *nvrtc_path, *driver_path;
-    lwo__driver cu;
-    lwo__nvrtc nvrtc; /* loaded on the first compile only */
-    lwo__CUdevice dev;
-    lwo__CUcontext cuctx;
-    int own_ctx;
-    lwo__CUstream compute;
-    int own_stream;
-    lwo_device_info info;
-    lwo_startup_times times;
-    lwo_stats stats;
-    /* arena: one allocation of exactly the budget; free list sorted by offset */
-    lwo__CUdeviceptr arena;
-    uint64_t arena_size, arena_used, arena_peak;
-    lwo__block *free_list;
-    size_t nfree, capfree;
-    lwo_module *kernels; /* lwo's own module */
-    lwo_module *gemm_modules[4]; /* the tensor-core GEMMs, one module per operand type, built on first use */
-    int gemm_clusters[4][LWO__WG_TILES]; /* per module and Hopper tile: its clusters that fit at once (0: not asked) */
-    unsigned gemm_smem[4][LWO__WG_TILES]; /* ... and the dynamic shared memory its function is allowed (0: not set) */
-    int rowq_fit[3][3]; /* per x dtype (f32, f16, bf16): the ring quantizer's blocks per SM, for (threads, shared bytes) */
-    unsigned rowq_smem[3]; /* ... and the dynamic shared memory its function was allowed (0: not raised yet) */
-    lwo_module *modules;
-    lwo_tensor *tensors;
-    lwo_stream *streams;
-    lwo_event *events;
-    lwo__host_block *host_blocks;
-    lwo__CUdeviceptr scratch; /* 256 bytes of arena for reductions */
-    struct lwo__engine *engine; /* the streaming engine (section 8), made on first use */
-    uint64_t pinned_bytes;      /* host bytes pinned for weight homes, against desc.pinned_cap */
-    lwo_weight *weights;        /* every live weight (section 7) */
-    struct lwo__host_reg *host_regs; /* shared registrations of caller ranges (section 5) */
-    uint64_t ws_off, ws_size;   /* lwo_linear's grow-only workspace in the arena (0: none) */
-    uint64_t split_off, split_size; /* the Hopper GEMMs' split area in the arena (0: none yet) */
-    int split_refused;              /* the arena had no room for it (logged once) */
-    int planned;                /* a streaming plan is in force: the workspace and split area are
-                                   what it reserved, and neither grows (section 8) */
-    int chunk_logged;           /* lwo_linear said once that it runs x in row chunks */
-    struct lwo__lsink *lsink;   /* while lwo_linear captures or retargets a graph (section 7) */
-    char error[LWO__ERROR_CAP];
-};
-
-static void lwo__log(lwo_context *ctx, lwo_log_level level, const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    if ((int)level > ctx->desc.log_level) return;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (ctx->desc.log) ctx->desc.log(ctx->desc.log_user, level, msg);
-#ifndef LWO_NO_STDIO
-    else fprintf(stderr, "lwo %s: %s\n", level == LWO_LOG_ERROR ? "error" : level == LWO_LOG_WARN ? "warning" : "info", msg);
-#endif
-}
-
-/* Records the failure detail and returns r, so callers write `return lwo__fail(ctx, r, ...)`. */
-static lwo_result lwo__fail(lwo_context *ctx, lwo_result r, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(ctx->error, sizeof ctx->error, fmt, ap);
-    va_end(ap);
-    lwo__log(ctx, LWO_LOG_DEBUG, "%s: %s", lwo_result_string(r), ctx->error);
-    return r;
-}
-
-static lwo_result lwo__cuda_fail(lwo_context *ctx, lwo__CUresult rc, const char *what) {
-    const char *name = "?", *str = "";
-    if (ctx->cu.cuGetErrorName) ctx->cu.cuGetErrorName(rc, &name);
-    if (ctx->cu.cuGetErrorString) ctx->cu.cuGetErrorString(rc, &str);
-    return lwo__fail(ctx, rc == LWO__CUDA_ERROR_OUT_OF_MEMORY ? LWO_ERROR_OUT_OF_DEVICE_MEMORY : LWO_ERROR_CUDA,
-                     "%s failed: %s (%d): %s", what, name ? name : "?", rc, str ? str : "");
-}
-#define LWO__CU(ctx, call)                                                                            \
-    do {                                                                                             \
-        lwo__CUresult lwo__rc = (ctx)->cu.call;                                                      \
-        if (lwo__rc != 0) return lwo__cuda_fail((ctx), lwo__rc, #call);                              \
-    } while (0)
-
-/* Every entry point taking a context starts here: a usable context, made current on this thread. */
-static lwo_result lwo__enter(lwo_context *ctx) {
-    if (!ctx || ctx->magic != LWO__MAGIC_CTX) return LWO_ERROR_INVALID_ARGUMENT;
-    ctx->error[0] = 0;
-    if (!ctx->ok) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "this context failed to create; only lwo_last_error and lwo_destroy may be called");
-    LWO__CU(ctx, cuCtxSetCurrent(ctx->cuctx));
-    return LWO_SUCCESS;
-}
-#define LWO__ENTER(ctx)                                                                               \
-    do {                                                                                             \
-        lwo_result lwo__r = lwo__enter(ctx);                                                         \
-        if (lwo__r) return lwo__r;                                                                   \
-    } while (0)
 
 /* The target lwo compiles for: the device's exact arch, with the "a" variant on Hopper so the
    arch-specific instructions (wgmma, setmaxnreg) are available. */
@@ -2340,6 +2474,7 @@ static lwo_result lwo__module_build(lwo_context *ctx, const char *const *parts, 
         char *src;
         size_t i, total = 0;
         lwo_result r;
+        double t0;
         if (!ctx->nvrtc.lib) {
             double t0 = lwo__now_ms();
             r = lwo__nvrtc_load(&ctx->nvrtc, ctx->nvrtc_path, ctx->error, sizeof ctx->error);
@@ -2353,9 +2488,12 @@ static lwo_result lwo__module_build(lwo_context *ctx, const char *const *parts, 
         total = 0;
         for (i = 0; i < nparts; i++) { size_t n = strlen(parts[i]); memcpy(src + total, parts[i], n); total += n; }
         src[total] = 0;
+        t0 = lwo__now_ms();
+        lwo__log(ctx, LWO_LOG_PROGRESS, "compiling %s for %s (the first start on this GPU; the cubin is cached) ...", name, ctx->info.arch);
         r = lwo__nvrtc_compile(&ctx->nvrtc, src, name, ctx->info.arch, opts, &compiled, &csize, ctx->error, sizeof ctx->error);
         LWO_FREE(src);
         if (r) { lwo__log(ctx, LWO_LOG_ERROR, "%s", ctx->error); return r; }
+        lwo__log(ctx, LWO_LOG_PROGRESS, "compiled %s for %s in %.1f s", name, ctx->info.arch, (lwo__now_ms() - t0) / 1000.0);
         cubin = compiled;
         lwo__cache_store(ctx, key, cubin, csize);
     }
@@ -2390,12 +2528,10 @@ static lwo_result lwo__module_function(lwo_context *ctx, lwo_module *m, const ch
         if (strcmp(m->funcs[i].name, kernel) == 0) { *fn = m->funcs[i].fn; return LWO_SUCCESS; }
     rc = ctx->cu.cuModuleGetFunction(fn, m->mod, kernel);
     if (rc) return lwo__fail(ctx, LWO_ERROR_NOT_FOUND, "no kernel named '%s' in the module (is it extern \"C\" __global__?)", kernel);
-    if (m->nfuncs == m->capfuncs) {
-        size_t cap = m->capfuncs ? m->capfuncs * 2 : 16;
-        lwo__kfunc *nf = (lwo__kfunc *)LWO_REALLOC(m->funcs, cap * sizeof *nf);
+    {
+        lwo__kfunc *nf = (lwo__kfunc *)lwo__grow(m->funcs, m->nfuncs, &m->capfuncs, sizeof *nf, 16);
         if (!nf) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
         m->funcs = nf;
-        m->capfuncs = cap;
     }
     m->funcs[m->nfuncs].name = lwo__strdup(kernel);
     if (!m->funcs[m->nfuncs].name) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
@@ -2404,7 +2540,7 @@ static lwo_result lwo__module_function(lwo_context *ctx, lwo_module *m, const ch
 }
 
 /* Where lwo__launch_fn sends launches while lwo_linear builds or replays one of its graphs
-   (section 7): CAPTURE launches into the capturing stream and notes each kernel node made; UPDATE
+   (section 11): CAPTURE launches into the capturing stream and notes each kernel node made; UPDATE
    launches nothing and points the graph's next node at the launch's config and arguments. */
 #define LWO__LSINK_NODES 4
 typedef struct lwo__lsink {
@@ -2481,7 +2617,7 @@ static int lwo__gemm_variant_index(const char *variant) {
     return v;
 }
 static lwo_result lwo__gemm_module(lwo_context *ctx, const char *variant, lwo_module **out) {
-    char def[64];
+    char def[64], name[32];
     const char *opts[3];
     const char *parts[sizeof lwo__kernel_source_parts / sizeof *lwo__kernel_source_parts];
     size_t i;
@@ -2493,7 +2629,8 @@ static lwo_result lwo__gemm_module(lwo_context *ctx, const char *variant, lwo_mo
         snprintf(def, sizeof def, "-DLWO_GEMM_VARIANT_%s", variant);
         opts[0] = "--fmad=false"; opts[1] = def; opts[2] = NULL;
         for (i = 0; i < sizeof parts / sizeof *parts; i++) parts[i] = lwo__kernel_source_parts[i];
-        r = lwo__module_build(ctx, parts, sizeof parts / sizeof *parts, "lwo_gemm.cu", opts, &ctx->gemm_modules[v]);
+        snprintf(name, sizeof name, "lwo_gemm_%s.cu", variant);
+        r = lwo__module_build(ctx, parts, sizeof parts / sizeof *parts, name, opts, &ctx->gemm_modules[v]);
         if (r) return r;
         lwo__log(ctx, LWO_LOG_INFO, "GEMM module %s %s in %.1f ms", variant, ctx->gemm_modules[v]->from_cache ? "loaded from cache" : "compiled", lwo__now_ms() - t0);
     }
@@ -2508,6 +2645,54 @@ static lwo_result lwo__launch(lwo_context *ctx, lwo__CUstream s, const char *ker
     lwo_result r = lwo__module_function(ctx, ctx->kernels, kernel, &fn);
     if (r) return r;
     return lwo__launch_fn(ctx, s, fn, gx, gy, 1, bx, 1, 1, smem, args, kernel);
+}
+
+/* ---- the caller's own kernels --------------------------------------------------------------- */
+LWO_DEF lwo_result lwo_module_create(lwo_context *ctx, const char *source, const char *name,
+                                      const char *const *options, lwo_module **out) {
+    lwo_result r;
+    lwo_module *m;
+    const char *parts[1];
+    LWO__ENTER(ctx);
+    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
+    *out = NULL;
+    if (!source || !*source) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'source' is NULL or empty");
+    parts[0] = source;
+    r = lwo__module_build(ctx, parts, 1, name ? name : "user.cu", options, &m);
+    if (r) return r;
+    m->next = ctx->modules;
+    ctx->modules = m;
+    *out = m;
+    return LWO_SUCCESS;
+}
+
+LWO_DEF void lwo_module_destroy(lwo_context *ctx, lwo_module *m) {
+    lwo_module **pp;
+    if (!ctx || ctx->magic != LWO__MAGIC_CTX || !m) return;
+    for (pp = &ctx->modules; *pp; pp = &(*pp)->next)
+        if (*pp == m) { *pp = m->next; ctx->cu.cuCtxSetCurrent(ctx->cuctx); lwo__module_free(ctx, m); return; }
+}
+
+LWO_DEF lwo_result lwo_launch(lwo_context *ctx, const lwo_launch_desc *d) {
+    lwo__CUstream cs = NULL;
+    lwo__CUfunction fn;
+    lwo_result r;
+    unsigned g[3], b[3];
+    int i;
+    LWO__ENTER(ctx);
+    if (!d) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_launch: argument 'desc' is NULL");
+    LWO__GET_STREAM(ctx, d->stream, cs);
+    if (!d->module || d->module->magic != LWO__MAGIC_MODULE || d->module->ctx != ctx)
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_launch: desc.module is not a live module of this context");
+    if (!d->kernel) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_launch: desc.kernel is NULL");
+    for (i = 0; i < 3; i++) { g[i] = d->grid[i] ? d->grid[i] : 1; b[i] = d->block[i] ? d->block[i] : 1; }
+    if ((r = lwo__module_function(ctx, d->module, d->kernel, &fn)) != 0) return r;
+    if (d->shared_bytes > 48u * 1024u) {
+        if ((int)d->shared_bytes > ctx->info.max_smem_per_block)
+            return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_launch: desc.shared_bytes (%u) exceeds the device's %d", d->shared_bytes, ctx->info.max_smem_per_block);
+        LWO__CU(ctx, cuFuncSetAttribute(fn, LWO__CU_FUNC_ATTR_MAX_DYNAMIC_SMEM, (int)d->shared_bytes));
+    }
+    return lwo__launch_fn(ctx, cs, fn, g[0], g[1], g[2], b[0], b[1], b[2], d->shared_bytes, d->args, d->kernel);
 }
 
 /* ==== 5. Memory ============================================================================== */
@@ -2559,12 +2744,10 @@ static void lwo__arena_free(lwo_context *ctx, uint64_t off, uint64_t size) {
         ctx->free_list[i].size += size;
         return;
     }
-    if (ctx->nfree == ctx->capfree) {
-        size_t cap = ctx->capfree * 2 + 16;
-        lwo__block *nb = (lwo__block *)LWO_REALLOC(ctx->free_list, cap * sizeof *nb);
+    {
+        lwo__block *nb = (lwo__block *)lwo__grow(ctx->free_list, ctx->nfree, &ctx->capfree, sizeof *nb, 16);
         if (!nb) { lwo__log(ctx, LWO_LOG_ERROR, "out of host memory: leaking %llu arena bytes", (unsigned long long)size); return; }
         ctx->free_list = nb;
-        ctx->capfree = cap;
     }
     memmove(&ctx->free_list[i + 1], &ctx->free_list[i], (ctx->nfree - i) * sizeof(lwo__block));
     ctx->free_list[i].off = off;
@@ -2572,16 +2755,14 @@ static void lwo__arena_free(lwo_context *ctx, uint64_t off, uint64_t size) {
     ctx->nfree++;
 }
 
-LWO_DEF lwo_result lwo_memory_stats_get(lwo_context *ctx, lwo_memory_stats *out) {
+/* The arena's use, for lwo_context_get_info. */
+static void lwo__memory_stats(const lwo_context *ctx, lwo_memory_stats *out) {
     size_t i;
-    LWO__ENTER(ctx);
-    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
     out->budget = ctx->arena_size;
     out->in_use = ctx->arena_used;
     out->peak = ctx->arena_peak;
     out->largest_free = 0;
     for (i = 0; i < ctx->nfree; i++) if (ctx->free_list[i].size > out->largest_free) out->largest_free = ctx->free_list[i].size;
-    return LWO_SUCCESS;
 }
 
 LWO_DEF lwo_result lwo_host_alloc(lwo_context *ctx, uint64_t bytes, void **out) {
@@ -2620,15 +2801,6 @@ LWO_DEF void lwo_host_free(lwo_context *ctx, void *p) {
     lwo__log(ctx, LWO_LOG_WARN, "lwo_host_free: %p was not allocated by lwo_host_alloc of this context", p);
 }
 
-
-/* Host homes of weights. A home is where a weight's bytes live in host RAM while the GPU does not
-   hold them: a pinned copy (cuMemHostAlloc, counted against desc.pinned_cap), or the caller's own
-   memory (a mapped checkpoint, say) registered with the driver read-only, which transfers as fast
-   as pinned memory without a second copy in RAM; when the driver refuses either, a pageable copy
-   or the caller's memory as it is, with a warning, since transfers from it run at a fraction of
-   the bus speed and cannot be captured in a graph. */
-typedef enum lwo__home_kind { LWO__HOME_PINNED = 1, LWO__HOME_REGISTERED, LWO__HOME_PAGEABLE_COPY, LWO__HOME_BORROWED } lwo__home_kind;
-
 /* A shared registration: one caller range (a checkpoint's mapped data) registered once, that many
    homes lie inside. The driver refuses to register a page twice, and the tensors of a checkpoint
    are packed, so neighbouring weights share pages: each registering its own page range would fail
@@ -2641,15 +2813,6 @@ typedef struct lwo__host_reg {
     size_t refs;
     struct lwo__host_reg *next;
 } lwo__host_reg;
-
-typedef struct lwo__home {
-    lwo__home_kind kind;
-    void *ptr;            /* what transfers read */
-    uint64_t bytes;
-    void *reg_base;       /* the page-aligned range registered, for LWO__HOME_REGISTERED */
-    size_t reg_len;
-    lwo__host_reg *shared; /* LWO__HOME_REGISTERED inside a shared registration (reg_base unused) */
-} lwo__home;
 
 /* The shared registration holding [p, p + bytes), or NULL. Bounds by subtraction. */
 static lwo__host_reg *lwo__host_reg_find(lwo_context *ctx, const void *p, uint64_t bytes) {
@@ -2697,57 +2860,22 @@ static void lwo__host_reg_release(lwo_context *ctx, lwo__host_reg *r) {
     LWO_FREE(r);
 }
 
-static lwo_result lwo__home_make(lwo_context *ctx, const void *src, uint64_t bytes, int borrow, lwo__home *h) {
-    memset(h, 0, sizeof *h);
-    h->bytes = bytes;
-    if (borrow && (h->shared = lwo__host_reg_find(ctx, src, bytes)) != NULL) {
-        h->shared->refs++;
-        h->ptr = (void *)src;
-        h->kind = LWO__HOME_REGISTERED;
-        return LWO_SUCCESS;
-    }
-    if (borrow) {
-        uint64_t ps = lwo__page_size();
-        uintptr_t a = (uintptr_t)src, base = a / (uintptr_t)ps * (uintptr_t)ps, end = (a + (uintptr_t)bytes + (uintptr_t)ps - 1) / (uintptr_t)ps * (uintptr_t)ps;
-        lwo__CUresult rc = ctx->cu.cuMemHostRegister((void *)base, (size_t)(end - base), 0x08 /* CU_MEMHOSTREGISTER_READ_ONLY */);
-        h->ptr = (void *)src;
-        if (rc == 0) { h->kind = LWO__HOME_REGISTERED; h->reg_base = (void *)base; h->reg_len = (size_t)(end - base); return LWO_SUCCESS; }
-        lwo__log(ctx, LWO_LOG_WARN, "the driver would not register %llu bytes of caller memory (error %d): transfers from it will be slow and cannot be captured in a graph",
-                 (unsigned long long)bytes, rc);
-        h->kind = LWO__HOME_BORROWED;
-        return LWO_SUCCESS;
-    }
-    if (ctx->pinned_bytes + bytes <= ctx->desc.pinned_cap && ctx->cu.cuMemHostAlloc(&h->ptr, (size_t)bytes, 0) == 0) {
-        ctx->pinned_bytes += bytes;
-        h->kind = LWO__HOME_PINNED;
-    } else {
-        lwo__log(ctx, LWO_LOG_WARN, "pinning %llu more bytes would pass lwo_desc.pinned_cap (%llu) or was refused: this weight stays in pageable memory",
-                 (unsigned long long)bytes, (unsigned long long)ctx->desc.pinned_cap);
-        h->ptr = LWO_MALLOC((size_t)bytes);
-        if (!h->ptr) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory for a %llu-byte weight copy", (unsigned long long)bytes);
-        h->kind = LWO__HOME_PAGEABLE_COPY;
-    }
-    if (src) memcpy(h->ptr, src, (size_t)bytes);
-    return LWO_SUCCESS;
-}
-
-static void lwo__home_free(lwo_context *ctx, lwo__home *h) {
-    switch (h->kind) {
-    case LWO__HOME_PINNED: ctx->cu.cuMemFreeHost(h->ptr); ctx->pinned_bytes -= h->bytes; break;
-    case LWO__HOME_REGISTERED:
-        if (h->shared) lwo__host_reg_release(ctx, h->shared);
-        else ctx->cu.cuMemHostUnregister(h->reg_base);
-        break;
-    case LWO__HOME_PAGEABLE_COPY: LWO_FREE(h->ptr); break;
-    default: break;
-    }
-    memset(h, 0, sizeof *h);
-}
-
 /* ==== 6. Tensors ============================================================================= */
+struct lwo_tensor {
+    uint32_t magic;
+    lwo_context *ctx;
+    lwo__CUdeviceptr ptr;
+    lwo_dtype dtype;
+    int ndim;
+    uint64_t shape[LWO_MAX_DIMS];
+    uint64_t numel, bytes;
+    uint64_t arena_off, arena_size; /* arena_size 0: wrapped, not owned */
+    lwo_tensor *prev, *next;
+};
+
 static const struct { const char *name; size_t size; } lwo__dtypes[LWO_DTYPE_COUNT] = {
     { "invalid", 0 }, { "f32", 4 }, { "f16", 2 }, { "bf16", 2 }, { "f8_e4m3", 1 }, { "f8_e5m2", 1 },
-    { "i8", 1 }, { "u8", 1 }, { "i32", 4 },
+    { "i8", 1 }, { "u8", 1 }, { "i32", 4 }, { "f64", 8 }, { "i64", 8 }, { "i16", 2 }, { "bool", 1 },
 };
 
 LWO_DEF size_t lwo_dtype_size(lwo_dtype t) { return (t > 0 && t < LWO_DTYPE_COUNT) ? lwo__dtypes[t].size : 0; }
@@ -2840,20 +2968,6 @@ static lwo_result lwo__check_tensor(lwo_context *ctx, const lwo_tensor *t, const
         if (lwo__r) return lwo__r;                                                                   \
     } while (0)
 
-static lwo_result lwo__get_stream(lwo_context *ctx, lwo_stream *s, lwo__CUstream *out) {
-    *out = ctx->compute;
-    if (!s) return LWO_SUCCESS;
-    if (s->magic != LWO__MAGIC_STREAM) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'stream' is not a live lwo_stream");
-    if (s->ctx != ctx) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'stream' belongs to another lwo_context");
-    *out = s->s;
-    return LWO_SUCCESS;
-}
-#define LWO__GET_STREAM(ctx, s, out)                                                                  \
-    do {                                                                                             \
-        lwo_result lwo__r = lwo__get_stream((ctx), (s), &(out));                                     \
-        if (lwo__r) return lwo__r;                                                                   \
-    } while (0)
-
 LWO_DEF void lwo_tensor_destroy(lwo_context *ctx, lwo_tensor *t) {
     if (!ctx || ctx->magic != LWO__MAGIC_CTX || !t) return;
     if (lwo__check_tensor(ctx, t, "t")) { lwo__log(ctx, LWO_LOG_WARN, "lwo_tensor_destroy: %s", ctx->error); return; }
@@ -2877,28 +2991,30 @@ static lwo_result lwo__copy_check(lwo_context *ctx, const lwo_tensor *t, const v
     return LWO_SUCCESS;
 }
 
-LWO_DEF lwo_result lwo_tensor_upload_async(lwo_context *ctx, lwo_stream *s, lwo_tensor *dst, const void *src, uint64_t bytes) {
+/* Copies between tensor t and host memory on stream s: up (host to t) or down. */
+static lwo_result lwo__tensor_copy(lwo_context *ctx, lwo_stream *s, const lwo_tensor *t, const void *host, uint64_t bytes, int up) {
     lwo__CUstream cs = NULL;
     lwo_result r;
     LWO__ENTER(ctx);
-    LWO__CHECK_TENSOR(ctx, dst);
+    if ((r = lwo__check_tensor(ctx, t, up ? "dst" : "src")) != 0) return r;
     LWO__GET_STREAM(ctx, s, cs);
-    if ((r = lwo__copy_check(ctx, dst, src, bytes, "lwo_tensor_upload")) != 0) return r;
-    LWO__CU(ctx, cuMemcpyHtoDAsync(dst->ptr, src, (size_t)bytes, cs));
-    ctx->stats.bytes_uploaded += bytes;
+    if ((r = lwo__copy_check(ctx, t, host, bytes, up ? "lwo_tensor_upload" : "lwo_tensor_download")) != 0) return r;
+    if (up) {
+        LWO__CU(ctx, cuMemcpyHtoDAsync(t->ptr, host, (size_t)bytes, cs));
+        ctx->stats.bytes_uploaded += bytes;
+    } else {
+        LWO__CU(ctx, cuMemcpyDtoHAsync((void *)(uintptr_t)host, t->ptr, (size_t)bytes, cs));
+        ctx->stats.bytes_downloaded += bytes;
+    }
     return LWO_SUCCESS;
 }
 
+LWO_DEF lwo_result lwo_tensor_upload_async(lwo_context *ctx, lwo_stream *s, lwo_tensor *dst, const void *src, uint64_t bytes) {
+    return lwo__tensor_copy(ctx, s, dst, src, bytes, 1);
+}
+
 LWO_DEF lwo_result lwo_tensor_download_async(lwo_context *ctx, lwo_stream *s, const lwo_tensor *src, void *dst, uint64_t bytes) {
-    lwo__CUstream cs = NULL;
-    lwo_result r;
-    LWO__ENTER(ctx);
-    LWO__CHECK_TENSOR(ctx, src);
-    LWO__GET_STREAM(ctx, s, cs);
-    if ((r = lwo__copy_check(ctx, src, dst, bytes, "lwo_tensor_download")) != 0) return r;
-    LWO__CU(ctx, cuMemcpyDtoHAsync(dst, src->ptr, (size_t)bytes, cs));
-    ctx->stats.bytes_downloaded += bytes;
-    return LWO_SUCCESS;
+    return lwo__tensor_copy(ctx, s, src, dst, bytes, 0);
 }
 
 LWO_DEF lwo_result lwo_tensor_upload(lwo_context *ctx, lwo_tensor *dst, const void *src, uint64_t bytes) {
@@ -2924,38 +3040,56 @@ LWO_DEF lwo_result lwo_tensor_fill_bytes(lwo_context *ctx, lwo_stream *s, lwo_te
     return LWO_SUCCESS;
 }
 
-/* ---- streams and events ---- */
-LWO_DEF lwo_result lwo_stream_create(lwo_context *ctx, lwo_stream **out) {
-    lwo_stream *s;
+static lwo_result lwo__tensor2(lwo_context *ctx, lwo_dtype dt, uint64_t a, uint64_t b, lwo_tensor **out) {
+    uint64_t shape[2];
+    shape[0] = a; shape[1] = b;
+    return lwo_tensor_create(ctx, dt, b ? 2 : 1, shape, out);
+}
+
+/* ---- streams and events --------------------------------------------------------------------- */
+/* Makes a stream (magic LWO__MAGIC_STREAM) or an event and puts it on the context's list. out is
+   the caller's lwo_stream * or lwo_event *, written with memcpy (it is not a lwo__handle *). */
+static lwo_result lwo__handle_create(lwo_context *ctx, uint32_t magic, void *out) {
+    lwo__handle *x = NULL;
+    lwo__CUstream s = NULL;
+    lwo__CUevent e = NULL;
     lwo__CUresult rc;
     LWO__ENTER(ctx);
     if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
-    *out = NULL;
-    s = (lwo_stream *)LWO_MALLOC(sizeof *s);
-    if (!s) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-    rc = ctx->cu.cuStreamCreate(&s->s, LWO__CU_STREAM_NON_BLOCKING);
-    if (rc) { LWO_FREE(s); return lwo__cuda_fail(ctx, rc, "cuStreamCreate"); }
-    s->magic = LWO__MAGIC_STREAM;
-    s->ctx = ctx;
-    s->next = ctx->streams;
-    ctx->streams = s;
-    *out = s;
+    memcpy(out, &x, sizeof x);
+    x = (lwo__handle *)LWO_MALLOC(sizeof *x);
+    if (!x) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    rc = magic == LWO__MAGIC_STREAM ? ctx->cu.cuStreamCreate(&s, LWO__CU_STREAM_NON_BLOCKING) : ctx->cu.cuEventCreate(&e, 0);
+    if (rc) { LWO_FREE(x); return lwo__cuda_fail(ctx, rc, magic == LWO__MAGIC_STREAM ? "cuStreamCreate" : "cuEventCreate"); }
+    x->magic = magic;
+    x->ctx = ctx;
+    x->h = magic == LWO__MAGIC_STREAM ? (void *)s : (void *)e;
+    x->next = ctx->handles;
+    ctx->handles = x;
+    memcpy(out, &x, sizeof x);
     return LWO_SUCCESS;
 }
 
-LWO_DEF void lwo_stream_destroy(lwo_context *ctx, lwo_stream *s) {
-    lwo_stream **pp;
-    if (!ctx || ctx->magic != LWO__MAGIC_CTX || !s) return;
-    for (pp = &ctx->streams; *pp; pp = &(*pp)->next)
-        if (*pp == s) {
-            *pp = s->next;
+/* Unlinks and frees p when it is a stream or event (magic) of the context; else does nothing. */
+static void lwo__handle_destroy(lwo_context *ctx, const void *p, uint32_t magic) {
+    lwo__handle **pp;
+    if (!ctx || ctx->magic != LWO__MAGIC_CTX || !p) return;
+    for (pp = &ctx->handles; *pp; pp = &(*pp)->next)
+        if ((const void *)*pp == p && (*pp)->magic == magic) {
+            lwo__handle *x = *pp;
+            *pp = x->next;
             ctx->cu.cuCtxSetCurrent(ctx->cuctx);
-            ctx->cu.cuStreamDestroy(s->s);
-            s->magic = 0;
-            LWO_FREE(s);
+            if (magic == LWO__MAGIC_STREAM) ctx->cu.cuStreamDestroy((lwo__CUstream)x->h);
+            else ctx->cu.cuEventDestroy((lwo__CUevent)x->h);
+            x->magic = 0;
+            LWO_FREE(x);
             return;
         }
 }
+
+LWO_DEF lwo_result lwo_stream_create(lwo_context *ctx, lwo_stream **out) { return lwo__handle_create(ctx, LWO__MAGIC_STREAM, out); }
+
+LWO_DEF void lwo_stream_destroy(lwo_context *ctx, lwo_stream *s) { lwo__handle_destroy(ctx, s, LWO__MAGIC_STREAM); }
 
 LWO_DEF lwo_result lwo_stream_synchronize(lwo_context *ctx, lwo_stream *s) {
     lwo__CUstream cs = NULL;
@@ -2971,128 +3105,49 @@ LWO_DEF void *lwo_stream_handle(lwo_context *ctx, lwo_stream *s) {
     return cs;
 }
 
-static lwo_result lwo__check_event(lwo_context *ctx, const lwo_event *e, const char *arg) {
-    if (!e || e->magic != LWO__MAGIC_EVENT) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument '%s' is not a live lwo_event", arg);
-    if (e->ctx != ctx) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument '%s' belongs to another lwo_context", arg);
-    return LWO_SUCCESS;
-}
+LWO_DEF lwo_result lwo_event_create(lwo_context *ctx, lwo_event **out) { return lwo__handle_create(ctx, LWO__MAGIC_EVENT, out); }
 
-LWO_DEF lwo_result lwo_event_create(lwo_context *ctx, lwo_event **out) {
-    lwo_event *e;
-    lwo__CUresult rc;
-    LWO__ENTER(ctx);
-    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
-    *out = NULL;
-    e = (lwo_event *)LWO_MALLOC(sizeof *e);
-    if (!e) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-    rc = ctx->cu.cuEventCreate(&e->e, 0);
-    if (rc) { LWO_FREE(e); return lwo__cuda_fail(ctx, rc, "cuEventCreate"); }
-    e->magic = LWO__MAGIC_EVENT;
-    e->ctx = ctx;
-    e->next = ctx->events;
-    ctx->events = e;
-    *out = e;
-    return LWO_SUCCESS;
-}
+LWO_DEF void lwo_event_destroy(lwo_context *ctx, lwo_event *e) { lwo__handle_destroy(ctx, e, LWO__MAGIC_EVENT); }
 
-LWO_DEF void lwo_event_destroy(lwo_context *ctx, lwo_event *e) {
-    lwo_event **pp;
-    if (!ctx || ctx->magic != LWO__MAGIC_CTX || !e) return;
-    for (pp = &ctx->events; *pp; pp = &(*pp)->next)
-        if (*pp == e) {
-            *pp = e->next;
-            ctx->cu.cuCtxSetCurrent(ctx->cuctx);
-            ctx->cu.cuEventDestroy(e->e);
-            e->magic = 0;
-            LWO_FREE(e);
-            return;
-        }
-}
-
-LWO_DEF lwo_result lwo_event_record(lwo_context *ctx, lwo_event *e, lwo_stream *s) {
+/* Records e on s (wait 0), or makes s wait on the GPU for e (wait 1). */
+static lwo_result lwo__stream_event(lwo_context *ctx, lwo_stream *s, const lwo_event *e, int wait) {
     lwo__CUstream cs = NULL;
+    lwo__CUevent ev = NULL;
     lwo_result r;
     LWO__ENTER(ctx);
-    if ((r = lwo__check_event(ctx, e, "e")) != 0) return r;
+    if ((r = lwo__get_event(ctx, e, "e", &ev)) != 0) return r;
     LWO__GET_STREAM(ctx, s, cs);
-    LWO__CU(ctx, cuEventRecord(e->e, cs));
+    if (wait) LWO__CU(ctx, cuStreamWaitEvent(cs, ev, 0));
+    else LWO__CU(ctx, cuEventRecord(ev, cs));
     return LWO_SUCCESS;
 }
 
-LWO_DEF lwo_result lwo_stream_wait_event(lwo_context *ctx, lwo_stream *s, lwo_event *e) {
-    lwo__CUstream cs = NULL;
-    lwo_result r;
-    LWO__ENTER(ctx);
-    if ((r = lwo__check_event(ctx, e, "e")) != 0) return r;
-    LWO__GET_STREAM(ctx, s, cs);
-    LWO__CU(ctx, cuStreamWaitEvent(cs, e->e, 0));
-    return LWO_SUCCESS;
-}
+LWO_DEF lwo_result lwo_event_record(lwo_context *ctx, lwo_event *e, lwo_stream *s) { return lwo__stream_event(ctx, s, e, 0); }
+
+LWO_DEF lwo_result lwo_stream_wait_event(lwo_context *ctx, lwo_stream *s, lwo_event *e) { return lwo__stream_event(ctx, s, e, 1); }
 
 LWO_DEF lwo_result lwo_event_synchronize(lwo_context *ctx, lwo_event *e) {
+    lwo__CUevent ev = NULL;
     lwo_result r;
     LWO__ENTER(ctx);
-    if ((r = lwo__check_event(ctx, e, "e")) != 0) return r;
-    LWO__CU(ctx, cuEventSynchronize(e->e));
+    if ((r = lwo__get_event(ctx, e, "e", &ev)) != 0) return r;
+    LWO__CU(ctx, cuEventSynchronize(ev));
     return LWO_SUCCESS;
 }
 
 LWO_DEF lwo_result lwo_event_elapsed_ms(lwo_context *ctx, lwo_event *start, lwo_event *end, float *ms) {
+    lwo__CUevent e0 = NULL, e1 = NULL;
     lwo_result r;
     LWO__ENTER(ctx);
-    if ((r = lwo__check_event(ctx, start, "start")) != 0 || (r = lwo__check_event(ctx, end, "end")) != 0) return r;
+    if ((r = lwo__get_event(ctx, start, "start", &e0)) != 0 || (r = lwo__get_event(ctx, end, "end", &e1)) != 0) return r;
     if (!ms) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'ms' is NULL");
-    LWO__CU(ctx, cuEventElapsedTime(ms, start->e, end->e));
+    LWO__CU(ctx, cuEventElapsedTime(ms, e0, e1));
     return LWO_SUCCESS;
 }
 
-/* ---- the caller's own kernels ---- */
-LWO_DEF lwo_result lwo_module_compile(lwo_context *ctx, const char *source, const char *name,
-                                      const char *const *options, lwo_module **out) {
-    lwo_result r;
-    lwo_module *m;
-    const char *parts[1];
-    LWO__ENTER(ctx);
-    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
-    *out = NULL;
-    if (!source || !*source) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'source' is NULL or empty");
-    parts[0] = source;
-    r = lwo__module_build(ctx, parts, 1, name ? name : "user.cu", options, &m);
-    if (r) return r;
-    m->next = ctx->modules;
-    ctx->modules = m;
-    *out = m;
-    return LWO_SUCCESS;
-}
-
-LWO_DEF void lwo_module_destroy(lwo_context *ctx, lwo_module *m) {
-    lwo_module **pp;
-    if (!ctx || ctx->magic != LWO__MAGIC_CTX || !m) return;
-    for (pp = &ctx->modules; *pp; pp = &(*pp)->next)
-        if (*pp == m) { *pp = m->next; ctx->cu.cuCtxSetCurrent(ctx->cuctx); lwo__module_free(ctx, m); return; }
-}
-
-LWO_DEF lwo_result lwo_launch(lwo_context *ctx, lwo_stream *s, lwo_module *m, const char *kernel, const unsigned grid[3],
-                              const unsigned block[3], unsigned shared_bytes, void **args) {
-    lwo__CUstream cs = NULL;
-    lwo__CUfunction fn;
-    lwo_result r;
-    LWO__ENTER(ctx);
-    LWO__GET_STREAM(ctx, s, cs);
-    if (!m || m->magic != LWO__MAGIC_MODULE || m->ctx != ctx) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'm' is not a live module of this context");
-    if (!kernel) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'kernel' is NULL");
-    if (!grid || !block || !grid[0] || !grid[1] || !grid[2] || !block[0] || !block[1] || !block[2])
-        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'grid' or 'block' is NULL or has a zero dimension");
-    if ((r = lwo__module_function(ctx, m, kernel, &fn)) != 0) return r;
-    if (shared_bytes > 48u * 1024u) {
-        if ((int)shared_bytes > ctx->info.max_smem_per_block)
-            return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'shared_bytes' (%u) exceeds the device's %d", shared_bytes, ctx->info.max_smem_per_block);
-        LWO__CU(ctx, cuFuncSetAttribute(fn, LWO__CU_FUNC_ATTR_MAX_DYNAMIC_SMEM, (int)shared_bytes));
-    }
-    return lwo__launch_fn(ctx, cs, fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared_bytes, args, kernel);
-}
-
-/* ==== 7. Kernels and ops ===================================================================== */
+/* ==== 7. Kernels ============================================================================= */
+/* The CPU references (the definition of every kernel's math), then the GPU ops: convert,
+   quantize per tensor and per row, pad. */
 /* CPU references first: they define the math, and the GPU kernels in kernels.cuh.inc are written
    to match them bit for bit. */
 static float lwo__bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
@@ -3217,14 +3272,6 @@ LWO_DEF float lwo_ref_fp8_scale(const void *src, lwo_dtype st, uint64_t n, lwo_d
     return a > 0.0f ? a / lwo__fp8_max(fp8) : (a == 0.0f ? 1.0f : a);
 }
 
-LWO_DEF lwo_result lwo_ref_quantize_fp8(const void *src, lwo_dtype st, uint8_t *dst, lwo_dtype fp8, uint64_t n, float scale) {
-    uint64_t i;
-    float inv = 1.0f / scale;
-    if (!src || !dst || !lwo__is_float(st) || !lwo__is_fp8(fp8)) return LWO_ERROR_INVALID_ARGUMENT;
-    for (i = 0; i < n; i++) dst[i] = lwo_ref_f32_to_fp8(lwo_ref_load(src, st, i) * inv, fp8);
-    return LWO_SUCCESS;
-}
-
 /* The per-row quantizer both W8A8 references share: v = x / smooth; scale = absmax(v) / qmax (1 for
    an all-zero row); q = code(v * (1/scale)), int8 (saturating, qmax 127) or e4m3 (qmax 448); zero
    past k. The absmax skips NaN, as the GPU's fmaxf does. */
@@ -3252,10 +3299,18 @@ static void lwo__ref_quantize_rows(const void *x, lwo_dtype xt, uint64_t rows, u
     }
 }
 
-LWO_DEF lwo_result lwo_ref_quantize_int8_rows(const void *w, lwo_dtype wt, uint64_t rows, uint64_t k, const float *smooth,
-                                              int8_t *q, uint64_t kq, float *scales) {
-    if (!w || !q || !scales || !lwo__is_float(wt) || kq < k) return LWO_ERROR_INVALID_ARGUMENT;
-    lwo__ref_quantize_rows(w, wt, rows, k, smooth, 0, (uint8_t *)q, kq, scales);
+LWO_DEF lwo_result lwo_ref_quantize(const lwo_ref_quantize_desc *d) {
+    uint64_t i, n, kq;
+    if (!d || !d->src || !d->dst || !lwo__is_float(d->src_dtype)) return LWO_ERROR_INVALID_ARGUMENT;
+    if (!d->per_row) {
+        float inv = 1.0f / d->scale;
+        if (!lwo__is_fp8(d->dst_dtype) || !lwo__mul_ok(d->rows ? d->rows : 1, d->cols, &n)) return LWO_ERROR_INVALID_ARGUMENT;
+        for (i = 0; i < n; i++) ((uint8_t *)d->dst)[i] = lwo_ref_f32_to_fp8(lwo_ref_load(d->src, d->src_dtype, i) * inv, d->dst_dtype);
+        return LWO_SUCCESS;
+    }
+    kq = d->dst_cols ? d->dst_cols : d->cols;
+    if (!d->scales || kq < d->cols || (d->dst_dtype != LWO_DTYPE_I8 && d->dst_dtype != LWO_DTYPE_F8_E4M3)) return LWO_ERROR_INVALID_ARGUMENT;
+    lwo__ref_quantize_rows(d->src, d->src_dtype, d->rows, d->cols, d->smooth, d->dst_dtype == LWO_DTYPE_F8_E4M3, (uint8_t *)d->dst, kq, d->scales);
     return LWO_SUCCESS;
 }
 
@@ -3317,8 +3372,14 @@ LWO_DEF lwo_result lwo_ref_hadamard(float *v, uint64_t n, int block) {
     return LWO_SUCCESS;
 }
 
-LWO_DEF lwo_result lwo_ref_prep_rows(const void *x, lwo_dtype xt, uint64_t rows, uint64_t k, const int32_t *perm,
-                                     const float *smooth, int weight, int hadamard, float *out, uint64_t kq) {
+LWO_DEF lwo_result lwo_ref_prep_rows(const lwo_ref_prep_desc *d) {
+    const void *x = d ? d->x : NULL;
+    const lwo_dtype xt = d ? d->x_dtype : LWO_DTYPE_INVALID;
+    const uint64_t rows = d ? d->rows : 0, k = d ? d->cols : 0, kq = d ? d->out_cols : 0;
+    const int32_t *perm = d ? d->perm : NULL;
+    const float *smooth = d ? d->smooth : NULL;
+    const int weight = d ? d->weight : 0, hadamard = d ? d->hadamard : 0;
+    float *out = d ? d->out : NULL;
     int l = hadamard ? lwo__hadamard_log(hadamard) : 0;
     uint64_t b, kr, r, j, at, prev;
     if (!x || !out || !lwo__is_float(xt) || l < 0) return LWO_ERROR_INVALID_ARGUMENT;
@@ -3343,7 +3404,7 @@ LWO_DEF lwo_result lwo_ref_prep_rows(const void *x, lwo_dtype xt, uint64_t rows,
     return LWO_SUCCESS;
 }
 
-/* ---- GPU ops ---- */
+/* ---- GPU ops -------------------------------------------------------------------------------- */
 static unsigned lwo__grid_for(lwo_context *ctx, uint64_t items, unsigned threads) {
     uint64_t blocks = (items + threads - 1) / threads, cap = (uint64_t)ctx->info.sm_count * 16;
     if (blocks < 1) blocks = 1;
@@ -3384,28 +3445,23 @@ LWO_DEF lwo_result lwo_convert(lwo_context *ctx, lwo_stream *s, const lwo_tensor
     if (!(lwo__is_float(src->dtype) || lwo__is_fp8(src->dtype)))
         return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_convert: argument 'src' has dtype %s; it must be f32, f16, bf16, f8_e4m3 or f8_e5m2", lwo_dtype_name(src->dtype));
     if (!lwo__is_float(dst->dtype))
-        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_convert: argument 'dst' has dtype %s; it must be f32, f16 or bf16 (use lwo_quantize_fp8 for fp8)", lwo_dtype_name(dst->dtype));
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_convert: argument 'dst' has dtype %s; it must be f32, f16 or bf16 (lwo_quantize makes fp8)", lwo_dtype_name(dst->dtype));
     if (src->numel != dst->numel)
         return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_convert: 'src' has %llu elements, 'dst' %llu", (unsigned long long)src->numel, (unsigned long long)dst->numel);
     return lwo__convert_launch(ctx, cs, src->ptr, src->dtype, dst->ptr, dst->dtype, src->numel, scale, 0, "lwo_k_convert");
 }
 
-LWO_DEF lwo_result lwo_quantize_fp8(lwo_context *ctx, lwo_stream *s, const lwo_tensor *src, lwo_tensor *dst, lwo_tensor *scale, int compute_scale) {
-    lwo__CUstream cs = NULL;
+/* Per tensor: dst (fp8) = sat(src * (1 / scale)), the scale first computed on the GPU when asked. */
+static lwo_result lwo__quantize_tensor(lwo_context *ctx, lwo__CUstream cs, const lwo_tensor *src, lwo_tensor *dst, lwo_tensor *scale,
+                                       int compute_scale) {
     char name[64];
     lwo_result r;
     int vec_ok;
     uint64_t n;
     void *args[5];
-    LWO__ENTER(ctx);
-    LWO__CHECK_TENSOR(ctx, src);
-    LWO__CHECK_TENSOR(ctx, dst);
-    LWO__CHECK_TENSOR(ctx, scale);
-    LWO__GET_STREAM(ctx, s, cs);
-    if (!lwo__is_float(src->dtype)) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize_fp8: argument 'src' has dtype %s; it must be f32, f16 or bf16", lwo_dtype_name(src->dtype));
-    if (!lwo__is_fp8(dst->dtype)) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize_fp8: argument 'dst' has dtype %s; it must be f8_e4m3 or f8_e5m2", lwo_dtype_name(dst->dtype));
-    if (scale->dtype != LWO_DTYPE_F32 || scale->numel != 1) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize_fp8: argument 'scale' must be an f32 tensor of one element");
-    if (src->numel != dst->numel) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize_fp8: 'src' has %llu elements, 'dst' %llu", (unsigned long long)src->numel, (unsigned long long)dst->numel);
+    if (!lwo__is_fp8(dst->dtype)) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize: desc.dst has dtype %s; per tensor it must be f8_e4m3 or f8_e5m2", lwo_dtype_name(dst->dtype));
+    if (scale->dtype != LWO_DTYPE_F32 || scale->numel != 1) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize: desc.scales must be an f32 tensor of one element per tensor");
+    if (src->numel != dst->numel) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize: desc.src has %llu elements, desc.dst %llu", (unsigned long long)src->numel, (unsigned long long)dst->numel);
     n = src->numel;
     if (compute_scale) {
         float fmax = lwo__fp8_max(dst->dtype);
@@ -3503,127 +3559,67 @@ static lwo_result lwo__rowq_launch(lwo_context *ctx, lwo__CUstream cs, lwo__CUde
 }
 
 /* The checks of the public per-row quantizers (per output channel, per token). */
+/* Per row: q (i8 or e4m3) and scales from x [rows, K], divided by smooth first when given. */
 static lwo_result lwo__quantize_rows(lwo_context *ctx, lwo__CUstream cs, const lwo_tensor *x, const lwo_tensor *smooth,
-                                     lwo_tensor *q, lwo_tensor *scales, const char *fn) {
+                                     lwo_tensor *q, lwo_tensor *scales) {
     uint64_t rows, K, Kq;
-    if (!lwo__is_float(x->dtype)) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "%s: the input has dtype %s; it must be f32, f16 or bf16", fn, lwo_dtype_name(x->dtype));
-    if (x->ndim != 2 || q->ndim != 2) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "%s: the input and 'q' must be 2-D [rows, K]", fn);
-    if (q->dtype != LWO_DTYPE_I8) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "%s: argument 'q' has dtype %s; it must be i8", fn, lwo_dtype_name(q->dtype));
+    if (x->ndim != 2 || q->ndim != 2) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize: per row, desc.src and desc.dst must be 2-D [rows, K]");
+    if (q->dtype != LWO_DTYPE_I8 && q->dtype != LWO_DTYPE_F8_E4M3)
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize: desc.dst has dtype %s; per row it must be i8 or f8_e4m3", lwo_dtype_name(q->dtype));
     rows = x->shape[0]; K = x->shape[1]; Kq = q->shape[1];
-    if (q->shape[0] != rows || Kq < K) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "%s: 'q' is [%llu, %llu]; it must be [%llu, >= %llu]", fn,
+    if (q->shape[0] != rows || Kq < K) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize: desc.dst is [%llu, %llu]; it must be [%llu, >= %llu]",
                                                         (unsigned long long)q->shape[0], (unsigned long long)Kq, (unsigned long long)rows, (unsigned long long)K);
-    if (scales->dtype != LWO_DTYPE_F32 || scales->numel != rows) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "%s: argument 'scales' must be f32 with %llu elements", fn, (unsigned long long)rows);
-    if (smooth && (smooth->dtype != LWO_DTYPE_F32 || smooth->numel != K)) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "%s: argument 'smooth' must be f32 with %llu elements", fn, (unsigned long long)K);
-    if (rows > 0x7fffffffu) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "%s: %llu rows is more than one launch takes", fn, (unsigned long long)rows);
-    return lwo__rowq_launch(ctx, cs, x->ptr, x->dtype, rows, K, 0, smooth ? smooth->ptr : 0, 0, 0, 0, q->ptr, Kq, scales->ptr);
+    if (scales->dtype != LWO_DTYPE_F32 || scales->numel != rows) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize: desc.scales must be f32 with %llu elements", (unsigned long long)rows);
+    if (smooth && (smooth->dtype != LWO_DTYPE_F32 || smooth->numel != K)) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize: desc.smooth must be f32 with %llu elements", (unsigned long long)K);
+    if (rows > 0x7fffffffu) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize: %llu rows is more than one launch takes", (unsigned long long)rows);
+    return lwo__rowq_launch(ctx, cs, x->ptr, x->dtype, rows, K, 0, smooth ? smooth->ptr : 0, 0, 0, q->dtype == LWO_DTYPE_F8_E4M3, q->ptr, Kq, scales->ptr);
 }
 
-LWO_DEF lwo_result lwo_quantize_int8_rows(lwo_context *ctx, lwo_stream *s, const lwo_tensor *w, lwo_tensor *q, lwo_tensor *scales) {
+LWO_DEF lwo_result lwo_quantize(lwo_context *ctx, const lwo_quantize_desc *d) {
     lwo__CUstream cs = NULL;
+    lwo_result r;
     LWO__ENTER(ctx);
-    LWO__CHECK_TENSOR(ctx, w);
-    LWO__CHECK_TENSOR(ctx, q);
-    LWO__CHECK_TENSOR(ctx, scales);
-    LWO__GET_STREAM(ctx, s, cs);
-    return lwo__quantize_rows(ctx, cs, w, NULL, q, scales, "lwo_quantize_int8_rows");
-}
-
-LWO_DEF lwo_result lwo_quantize_act_int8(lwo_context *ctx, lwo_stream *s, const lwo_tensor *x, const lwo_tensor *smooth, lwo_tensor *q, lwo_tensor *scales) {
-    lwo__CUstream cs = NULL;
-    LWO__ENTER(ctx);
-    LWO__CHECK_TENSOR(ctx, x);
-    if (smooth) LWO__CHECK_TENSOR(ctx, smooth);
-    LWO__CHECK_TENSOR(ctx, q);
-    LWO__CHECK_TENSOR(ctx, scales);
-    LWO__GET_STREAM(ctx, s, cs);
-    return lwo__quantize_rows(ctx, cs, x, smooth, q, scales, "lwo_quantize_act_int8");
-}
-
-/* ---- weights, GEMMs and lwo_linear ---- */
-/* The streaming engine's item interface (section 8), which a streamable weight is built on. */
-typedef struct lwo__item lwo__item;
-static lwo_result lwo__item_create(lwo_context *ctx, const void *const host[3], const uint64_t bytes[3], int force, lwo__item **out);
-static void lwo__item_join_parts(lwo__item *it, int first);
-static lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUstream cs, lwo__CUdeviceptr *dev);
-static lwo_result lwo__item_release(lwo_context *ctx, lwo__item *it, lwo__CUstream cs);
-static uint64_t lwo__item_part_offset(const lwo__item *it, int part);
-static void lwo__item_kill(lwo_context *ctx, lwo__item *it);
-struct lwo_weight {
-    uint32_t magic;
-    lwo_context *ctx;
-    uint64_t rows, cols, kpad;
-    lwo_format format;
-    lwo_tensor *data, *scales, *bias, *smooth, *perm; /* smooth by position: permuted with perm */
-    int hlog;         /* log2 of the Hadamard block, 0 for none */
-    const void *host; /* the caller's data and its layout */
-    lwo_dtype host_dtype;
-    uint64_t host_bytes;
-    struct lwo__item *item;  /* streamable weights (section 8): data, bias, scales travel together */
-    lwo__home homes[3];
-    struct lwo__lgraph *graphs; /* lwo_linear's graph cache (W8A8 formats), lwo_desc.graph_cache slots */
-    int graphs_off;             /* a capture or update failed: plain launches for this weight */
-    int planned;                /* the last lwo_streaming_plan reserved lwo_linear's workspace for it */
-    uint64_t graph_clock;       /* LRU stamps */
-    lwo_weight *prev, *next;
-};
-#define LWO__MAGIC_WEIGHT 0x6c776f57u
-
-/* One cached quantize + GEMM chain of lwo_linear. N and K are the weight's; the rest of what picks
-   the kernels and their grids is the key, so a later call at the key only changes arguments. */
-typedef struct lwo__lgraph {
-    int used;                   /* 0: a free slot */
-    uint64_t M;
-    int xdt, ydt, bias_kind;    /* bias_kind -1: no bias */
-    int y16;                    /* y 16-byte aligned (the Hopper GEMM needs it) */
-    uint64_t stamp;
-    lwo__CUgraph graph;
-    lwo__CUgraphExec exec;
-    lwo__lsink nodes;           /* the kernel nodes in launch order */
-    int nnodes;                 /* how many the capture made */
-} lwo__lgraph;
-
-static int lwo__graph_slots(const lwo_context *ctx) { return ctx->desc.graph_cache > 0 ? ctx->desc.graph_cache : 4; }
-static void lwo__lgraph_drop(lwo_context *ctx, lwo__lgraph *g) {
-    if (!g->used) return;
-    if (g->exec) ctx->cu.cuGraphExecDestroy(g->exec);
-    if (g->graph) ctx->cu.cuGraphDestroy(g->graph);
-    memset(g, 0, sizeof *g);
-}
-static void lwo__weight_graphs_free(lwo_context *ctx, lwo_weight *w) {
-    int i;
-    if (!w->graphs) return;
-    for (i = 0; i < lwo__graph_slots(ctx); i++) lwo__lgraph_drop(ctx, &w->graphs[i]);
-    LWO_FREE(w->graphs);
-    w->graphs = NULL;
-}
-#define LWO__KPAD 64u
-
-static const char *lwo__format_name(lwo_format f) {
-    static const char *const n[LWO_FORMAT_COUNT] = { "bf16", "f16", "fp8_e4m3", "fp8_e5m2", "int8", "fp8_e4m3_w8a8" };
-    return (f >= 0 && f < LWO_FORMAT_COUNT) ? n[f] : "invalid";
-}
-static int lwo__format_w8a8(lwo_format f) { return f == LWO_FORMAT_INT8 || f == LWO_FORMAT_FP8_E4M3_W8A8; }
-static int lwo__format_upcast(lwo_format f) { return f == LWO_FORMAT_FP8_E4M3 || f == LWO_FORMAT_FP8_E5M2; }
-/* The dtype a weight of format f is stored in. */
-static lwo_dtype lwo__format_dtype(lwo_format f) {
-    switch (f) {
-    case LWO_FORMAT_BF16: return LWO_DTYPE_BF16;
-    case LWO_FORMAT_F16: return LWO_DTYPE_F16;
-    case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E4M3_W8A8: return LWO_DTYPE_F8_E4M3;
-    case LWO_FORMAT_FP8_E5M2: return LWO_DTYPE_F8_E5M2;
-    default: return LWO_DTYPE_I8;
+    if (!d) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize: argument 'desc' is NULL");
+    if ((r = lwo__check_tensor(ctx, d->src, "desc.src")) != 0 || (r = lwo__check_tensor(ctx, d->dst, "desc.dst")) != 0 ||
+        (r = lwo__check_tensor(ctx, d->scales, "desc.scales")) != 0 || (d->smooth && (r = lwo__check_tensor(ctx, d->smooth, "desc.smooth")) != 0))
+        return r;
+    LWO__GET_STREAM(ctx, d->stream, cs);
+    if (!lwo__is_float(d->src->dtype))
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize: desc.src has dtype %s; it must be f32, f16 or bf16", lwo_dtype_name(d->src->dtype));
+    if (!d->per_row) {
+        if (d->smooth) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_quantize: desc.smooth applies per row only");
+        return lwo__quantize_tensor(ctx, cs, d->src, d->dst, d->scales, d->compute_scale);
     }
-}
-/* The stored row length: cols rounded up to a multiple of 64 and, with a Hadamard block of 2^hlog
-   (the rotation runs over whole blocks), of the block. */
-static uint64_t lwo__kpad(uint64_t cols, int hlog) {
-    uint64_t a = (uint64_t)1 << hlog > LWO__KPAD ? (uint64_t)1 << hlog : LWO__KPAD;
-    return (cols + a - 1) / a * a;
+    return lwo__quantize_rows(ctx, cs, d->src, d->smooth, d->dst, d->scales);
 }
 
-LWO_DEF lwo_result lwo_ref_linear(const void *x, lwo_dtype xt, uint64_t ldx, const void *w, lwo_dtype wt, uint64_t ldw,
-                                  uint64_t M, uint64_t N, uint64_t K, const float *sx, const float *sw,
-                                  const float *bias, void *y, lwo_dtype yt) {
+static unsigned lwo__grid_rows(lwo_context *ctx, uint64_t n) { return lwo__grid_for(ctx, n, 256); }
+
+/* dst [rows, Kd] = pad(src [rows, K]) (* smooth per column), converting src's dtype to dst's. */
+static lwo_result lwo__pad_launch(lwo_context *ctx, lwo__CUstream cs, lwo__CUdeviceptr src, lwo_dtype st, uint64_t rows,
+                                  uint64_t K, lwo__CUdeviceptr smooth, lwo__CUdeviceptr dst, lwo_dtype dt, uint64_t Kd) {
+    char name[64];
+    void *args[6];
+    if (lwo_dtype_size(st) == 1) {
+        void *a[5];
+        a[0] = &src; a[1] = &rows; a[2] = &K; a[3] = &dst; a[4] = &Kd;
+        return lwo__launch(ctx, cs, "lwo_k_pad_rows_u8", lwo__grid_rows(ctx, rows * Kd), 1, 256, 0, a);
+    }
+    args[0] = &src; args[1] = &rows; args[2] = &K; args[3] = &smooth; args[4] = &dst; args[5] = &Kd;
+    snprintf(name, sizeof name, "lwo_k_pad_rows_%s_%s", lwo__kname(st), lwo__kname(dt));
+    return lwo__launch(ctx, cs, name, lwo__grid_rows(ctx, rows * Kd), 1, 256, 0, args);
+}
+
+/* ==== 8. GEMMs =============================================================================== */
+/* The reference of every lwo_linear path, then one GEMM call: the tensor-core kernels (mma.sync,
+   and wgmma with TMA on sm_90a with its tile choice and split area) or the simple kernel. */
+LWO_DEF lwo_result lwo_ref_linear(const lwo_ref_linear_desc *d) {
+    const void *x = d ? d->x : NULL, *w = d ? d->w : NULL;
+    void *y = d ? d->y : NULL;
+    const lwo_dtype xt = d ? d->x_dtype : LWO_DTYPE_INVALID, wt = d ? d->w_dtype : LWO_DTYPE_INVALID, yt = d ? d->y_dtype : LWO_DTYPE_INVALID;
+    const uint64_t M = d ? d->M : 0, N = d ? d->N : 0, K = d ? d->K : 0;
+    const uint64_t ldx = d && d->ldx ? d->ldx : K, ldw = d && d->ldw ? d->ldw : K;
+    const float *sx = d ? d->x_scales : NULL, *sw = d ? d->w_scales : NULL, *bias = d ? d->bias : NULL;
     uint64_t m, n, k;
     int exact = xt == LWO_DTYPE_I8 && wt == LWO_DTYPE_I8;
     if (!x || !w || !y || !lwo__is_float(yt) || ldx < K || ldw < K) return LWO_ERROR_INVALID_ARGUMENT;
@@ -3651,11 +3647,536 @@ LWO_DEF lwo_result lwo_ref_linear(const void *x, lwo_dtype xt, uint64_t ldx, con
     return LWO_SUCCESS;
 }
 
-LWO_DEF lwo_result lwo_ref_quantize_fp8_rows(const void *x, lwo_dtype xt, uint64_t rows, uint64_t k,
-                                             const float *smooth, uint8_t *q, uint64_t kq, float *scales) {
-    if (!x || !q || !scales || !lwo__is_float(xt) || kq < k) return LWO_ERROR_INVALID_ARGUMENT;
-    lwo__ref_quantize_rows(x, xt, rows, k, smooth, 1, q, kq, scales);
+/* One GEMM's arguments: y [M, N] = epi(A B^T), acc * a_scales[m] * b_scales[n] + bias[n]. */
+typedef struct lwo__gemm_args {
+    lwo__CUstream stream;
+    lwo_dtype op;                         /* A's and B's dtype: f16, bf16, f8_e4m3 or i8 */
+    lwo__CUdeviceptr a;                   /* A [M, *]: rows lda elements apart, the first a_k valid */
+    uint64_t lda, a_k;
+    lwo__CUdeviceptr b;                   /* B [N, kpad] */
+    uint64_t kpad;
+    uint64_t M, N;
+    lwo__CUdeviceptr a_scales, b_scales;  /* f32 per row of A, per row of B (0: none) */
+    lwo__CUdeviceptr bias;                /* [N] of bias_kind (lwo__gemm_kind), 0: none */
+    int bias_kind;
+    lwo__CUdeviceptr y;                   /* [M, N] of y_kind (lwo__gemm_kind) */
+    int y_kind;
+    int may_split;                        /* the caller uses the workspace, whose split area the Hopper
+                                             GEMMs may then use; calls that do not may run on several
+                                             streams at once */
+} lwo__gemm_args;
+/* The kernels' code for a float dtype (f32 0, f16 1, bf16 2), i8 3, anything else 4. */
+static int lwo__gemm_kind(lwo_dtype t) {
+    switch (t) {
+    case LWO_DTYPE_F32: return 0;
+    case LWO_DTYPE_F16: return 1;
+    case LWO_DTYPE_BF16: return 2;
+    case LWO_DTYPE_I8: return 3;
+    default: return 4;
+    }
+}
+
+/* The split area of the Hopper GEMMs (lwo_desc.gemm_split): a 32-bit counter per tail tile and
+   warpgroup, 16 bytes a CTA, then a 128 x 128 tile of 32-bit partial sums per CTA
+   (lwo_gemm_wg_body). The counters must be zero before a GEMM: each launch leaves them so, and a new
+   area's are zeroed on the stream of the GEMM that made it (or by lwo_streaming_plan, which lays the
+   arena out again). Before any plan the first GEMM that splits makes it, where the arena has room,
+   and not inside a capture (lwo_linear's graphs count their kernels); after a plan it exists only
+   if the plan reserved it. A GEMM that finds none does not split. */
+static uint64_t lwo__split_bytes(const lwo_context *ctx) {
+    const uint64_t n = (uint64_t)(ctx->info.sm_count > 0 ? ctx->info.sm_count : 0);
+    return (16 * n + 255) / 256 * 256 + n * 128 * 128 * 4;
+}
+static lwo_result lwo__split_zero(lwo_context *ctx, lwo__CUstream cs) {
+    LWO__CU(ctx, cuMemsetD32Async(ctx->arena + ctx->split_off, 0, (size_t)ctx->info.sm_count * 4, cs));
     return LWO_SUCCESS;
+}
+static lwo_result lwo__split_area(lwo_context *ctx, lwo__CUstream cs, lwo__CUdeviceptr *out) {
+    *out = 0;
+    if (!ctx->split_size) {
+        char keep[LWO__ERROR_CAP];
+        if (ctx->planned || ctx->lsink || ctx->capturing) return LWO_SUCCESS;
+        memcpy(keep, ctx->error, sizeof keep);
+        if (lwo__arena_alloc(ctx, lwo__split_bytes(ctx), &ctx->split_off, &ctx->split_size, "the GEMMs' split area") != 0) {
+            if (!ctx->split_refused) lwo__log(ctx, LWO_LOG_INFO, "GEMMs do not split their last rounds: %s", ctx->error);
+            ctx->split_refused = 1;
+            ctx->split_size = 0;
+            memcpy(ctx->error, keep, sizeof keep);
+            return LWO_SUCCESS;
+        }
+        {
+            lwo_result r = lwo__split_zero(ctx, cs);
+            if (r) { lwo__arena_free(ctx, ctx->split_off, ctx->split_size); ctx->split_size = 0; return r; }
+        }
+    }
+    *out = ctx->arena + ctx->split_off;
+    return LWO_SUCCESS;
+}
+
+/* The sm_90a GEMMs (kernels.cuh.inc, "Hopper GEMM"): on a device lwo compiles for sm_90a, unless
+   the desc asks for mma.sync, for a y the paired stores may write 8 bytes at a time, and sizes the
+   copy engine's 32-bit coordinates reach. The tensor-core path's alignment checks apply as well. */
+static int lwo__gemm_wg_ok(lwo_context *ctx, uint64_t M, uint64_t N, lwo__CUdeviceptr y) {
+    return strcmp(ctx->info.arch, "sm_90a") == 0 && ctx->desc.gemm_kernels != 1 && (y & 15u) == 0 &&
+           M < 0x7fffff00u && N < 0x7fffff00u;
+}
+
+/* A 2-D tensor map over `rows` rows of `row_bytes` valid bytes, `pitch` bytes apart, read in boxes
+   of box_bytes (128 or 64) x box_rows rows with the swizzle of that width the wgmma descriptors
+   expect; reads past
+   either edge return zeros. */
+static lwo_result lwo__tensor_map(lwo_context *ctx, void *map, lwo__CUdeviceptr base, uint64_t row_bytes, uint64_t rows,
+                                  uint64_t pitch, unsigned box_rows, unsigned box_bytes) {
+    enum { U8 = 0, NO_INTERLEAVE = 0, SWIZZLE_64B = 2, SWIZZLE_128B = 3, L2_256B = 3, OOB_ZERO = 0 };
+    uint64_t dims[2], strides[1];
+    unsigned box[2], estr[2] = { 1, 1 };
+    lwo__CUresult rc;
+    dims[0] = row_bytes; dims[1] = rows; strides[0] = pitch;
+    box[0] = box_bytes; box[1] = box_rows;
+    rc = ctx->cu.cuTensorMapEncodeTiled(map, U8, 2, (void *)(uintptr_t)base, dims, strides, box, estr, NO_INTERLEAVE,
+                                        box_bytes == 128 ? SWIZZLE_128B : SWIZZLE_64B, L2_256B, OOB_ZERO);
+    return rc ? lwo__cuda_fail(ctx, rc, "cuTensorMapEncodeTiled") : LWO_SUCCESS;
+}
+
+/* The Hopper GEMM's tiles (kernels.cuh.inc, LWO_GEMM_WG_KERNELS): BM x BN, consumer warpgroups, the
+   cluster's CTAs along M and N (cm x cn), and rate: the tile's speed per multiply-add relative to
+   the cooperative 128 x 128, measured on the H200 (NOTES.md: forced tiles timed back to back at the
+   benchmark's shapes). 128 x 256 reads a quarter fewer bytes through L2 per multiply-add but
+   measured no faster (0.96-1.08x); 64 x 128 is 0.75-0.8x; the ping-pong 128 x 128 measured
+   0.96-1.11x (most where K is short and the epilogue it hides is a larger part). In 2x1 clusters
+   (B shared: a quarter fewer bytes through L2) the ping-pong tile measured 0.98-1.10x of itself
+   alone, timed in alternating order (8192^3 int8 0.826 vs 0.873 ms), and its 1.26 makes it the
+   choice wherever its units fill the SMs as well as another's. The clustered 128 x 256 tile (9
+   stages of 64 bytes of K) was slower than both at every shape (0.80-0.95x): 0.9. */
+typedef struct lwo__wg_tile { const char *suffix; unsigned bm, bn, cwg, cm, cn, bk; double rate; } lwo__wg_tile;
+static const lwo__wg_tile lwo__wg_tiles[LWO__WG_TILES] = {
+    { "wg64", 64, 128, 1, 1, 1, 128, 0.78 }, { "wg128", 128, 128, 2, 1, 1, 128, 1.0 }, { "wg256", 128, 256, 2, 1, 1, 128, 1.0 },
+    { "wgpp", 128, 128, 2, 1, 1, 128, 1.2 }, { "wgpp2", 128, 128, 2, 2, 1, 128, 1.26 }, { "wg256c2", 128, 256, 2, 2, 1, 64, 0.9 } };
+
+/* Units of work: a cluster's cm x cn tiles at a time. */
+static uint64_t lwo__wg_units(const lwo__wg_tile *t, uint64_t M, uint64_t N) {
+    uint64_t tm = (M + t->bm - 1) / t->bm, tn = (N + t->bn - 1) / t->bn;
+    return ((tm + t->cm - 1) / t->cm) * ((tn + t->cn - 1) / t->cn);
+}
+
+/* The clusters a grid of tile t may have: one CTA per multiprocessor, or lwo_desc.gemm_split's
+   cap (tests); the occupancy can lower it further (lwo__gemm_wg). */
+static uint64_t lwo__wg_slots(const lwo_context *ctx, const lwo__wg_tile *t) {
+    uint64_t cl = t->cm * t->cn, cap = (uint64_t)ctx->info.sm_count;
+    if (ctx->desc.gemm_split > 0 && (uint64_t)ctx->desc.gemm_split < cap) cap = (uint64_t)ctx->desc.gemm_split;
+    return cap / cl ? cap / cl : 1;
+}
+
+/* The rounds of units `slots` clusters take: whole rounds (a partly filled last round costs a whole
+   one), or with the last two rounds' units split along K (lwo_wg_sched in kernels.cuh.inc) the
+   units over the slots, plus LWO__SPLIT_COST for the partial sums' trip through L2 and the
+   unevenly cut units, where that is less and the grid runs at least LWO__SPLIT_MIN_ROUNDS whole
+   rounds. *first: the first unit of the split tail (units when none). Splitting needs a caller
+   that may (`split`: lwo__gemm_wg), a tile of at most 128 x 128 (its slot in the split area) and
+   at least two slices of K.
+   Measured (H200, ping-pong 2x1 clusters, the default then forced off, timed in the order
+   on, off, off, on, the card idle before each figure): at 8192^3 (31.03 rounds) splitting took
+   int8 0.729 against 0.731-0.737 ms and fp8 0.776-0.777 against 0.785-0.788, at 4608 x 3072 x 12288
+   (26.2 rounds) within 1% either way; at the 4608-row shapes (6.55 rounds) it was 2-3% slower (0.074
+   against 0.072 ms at 4608 x 3072 x 3072 int8), at 1024 x 3072 x 12288 (5.8 rounds) 5% slower. A trace
+   of every CTA's items at 4608 x 3072 x 3072 (one run, before the epilogue went through the copy
+   engine) showed why: the split tail's K slices took 0.50 us each against 0.38-0.42 in whole
+   units, the short items leaving the other warpgroup's epilogue exposed, so the tail ended later
+   than the half-empty last round it replaced. */
+#define LWO__SPLIT_COST 0.15
+#define LWO__SPLIT_MIN_ROUNDS 16
+static double lwo__wg_rounds(const lwo_context *ctx, const lwo__wg_tile *t, uint64_t units, uint64_t slots, uint64_t ktiles,
+                             int split, uint64_t *first) {
+    const uint64_t whole = (units + slots - 1) / slots;
+    const double even = (double)units / (double)slots + LWO__SPLIT_COST;
+    *first = units;
+    if (!split || ctx->desc.gemm_split < 0 || t->bm * t->bn > 128 * 128 || ktiles < 2 || units <= slots || units % slots == 0 ||
+        (ctx->desc.gemm_split == 0 && (even >= (double)whole || units / slots < LWO__SPLIT_MIN_ROUNDS)))
+        return (double)whole;
+    *first = (units / slots - 1) * slots;
+    return even;
+}
+
+/* Tile choice: the tile whose estimated time is least, the time being the rounds of units the
+   persistent grid runs (lwo__wg_rounds; a round is one tile a CTA) times the tile's area over its
+   rate; on a tie the later tile in the table. akb: the bytes of K; split: whether the call may
+   split (lwo__wg_rounds). lwo_desc.gemm_kernels 2..7 forces one (tests, benchmarks). */
+static const lwo__wg_tile *lwo__gemm_wg_tile(const lwo_context *ctx, uint64_t M, uint64_t N, uint64_t akb, int split) {
+    const lwo__wg_tile *best = NULL;
+    double best_t = 0;
+    int i;
+    if (ctx->desc.gemm_kernels >= 2 && ctx->desc.gemm_kernels < 2 + LWO__WG_TILES) return &lwo__wg_tiles[ctx->desc.gemm_kernels - 2];
+    for (i = LWO__WG_TILES - 1; i >= 0; i--) {
+        const lwo__wg_tile *t = &lwo__wg_tiles[i];
+        uint64_t first;
+        double rounds = lwo__wg_rounds(ctx, t, lwo__wg_units(t, M, N), lwo__wg_slots(ctx, t), (akb + t->bk - 1) / t->bk, split, &first);
+        double time = rounds * t->bm * t->bn / t->rate;
+        if (!best || time < best_t) { best = t; best_t = time; }
+    }
+    return best;
+}
+
+/* The grid is persistent: one block per multiprocessor at most, and for a clustered tile no more
+   clusters than fit at once (cuOccupancyMaxActiveClusters, asked once per module and tile: a
+   cluster that waited for another to finish would run its units after it). It gets all the shared
+   memory a block may have: lwo_gemm_wg_body puts its barriers and column tables first and fills
+   the rest with as many stages as fit (at least three, checked here). may_split: the call may split
+   its last rounds (it is lwo_linear's and uses the workspace, so calls on other streams are
+   ordered with it, as the split area needs). */
+static lwo_result lwo__gemm_wg(lwo_context *ctx, const lwo__gemm_args *g) {
+    const lwo__CUstream cs = g->stream;
+    const lwo_dtype op = g->op;
+    const uint64_t W = lwo_dtype_size(op), lda_b = g->lda * W, akb = g->a_k * W, ldb_b = g->kpad * W;
+    lwo__CUdeviceptr A = g->a, B = g->b, sa = g->a_scales, sw = g->b_scales, bias = g->bias, y = g->y;
+    uint64_t M = g->M, N = g->N;
+    int bias_kind = g->bias_kind, out_kind = g->y_kind;
+    const int may_split = g->may_split;
+    unsigned char maps[3 * 128 + 64]; /* three CUtensorMaps, which must be 64-byte aligned */
+    void *tmA = (void *)(((uintptr_t)maps + 63) & ~(uintptr_t)63), *tmB = (unsigned char *)tmA + 128, *tmY = (unsigned char *)tmA + 256;
+    const char *variant = op == LWO_DTYPE_I8 ? "s8" : lwo__kname(op);
+    const lwo__wg_tile *tl = lwo__gemm_wg_tile(ctx, M, N, akb, may_split);
+    const unsigned cl = tl->cm * tl->cn;
+    unsigned threads = 128u * (tl->cwg + 1), smem = (unsigned)ctx->info.max_smem_per_block;
+    /* a 16-bit y whose rows are whole 16-byte chunks is stored by the copy engine (lwo_wg_epi_pack) */
+    int ytma = out_kind != 0 && (N * 2) % 16 == 0;
+    /* what lwo_gemm_wg_body puts before the stages: 16 bytes of barriers for each of LWO_WG_MAX_STAGES (16)
+       stages, the column tables, up to the next 1024-byte boundary, and with ytma a 64-row output
+       buffer per consumer warpgroup */
+    unsigned head = (16u * 16u + tl->cwg * tl->bn * 8u + 1023u) / 1024u * 1024u + (ytma ? tl->cwg * 64u * tl->bn * 2u : 0),
+             stage = (tl->bm + tl->bn) * tl->bk;
+    uint64_t units = lwo__wg_units(tl, M, N), ktiles = (akb + tl->bk - 1) / tl->bk, slots = lwo__wg_slots(ctx, tl), sk_first;
+    lwo__CUdeviceptr area = 0;
+    unsigned grid;
+    const int v = lwo__gemm_variant_index(variant);   /* the module's index, for the per-tile caches */
+    char name[64];
+    lwo_module *gm = NULL;
+    lwo__CUfunction fn;
+    lwo_result r;
+    void *args[15];
+    if (M == 0 || N == 0) return LWO_SUCCESS;
+    /* each CTA of a cluster copies a 1/cn slice of the A tile and a 1/cm slice of the B tile */
+    if ((r = lwo__tensor_map(ctx, tmA, A, akb, M, lda_b, tl->bm / tl->cn, tl->bk)) != 0) return r;
+    if ((r = lwo__tensor_map(ctx, tmB, B, ldb_b, N, ldb_b, tl->bn / tl->cm, tl->bk)) != 0) return r;
+    if (ytma && (r = lwo__tensor_map(ctx, tmY, y, N * 2, M, N * 2, 64, 128)) != 0) return r;   /* boxes of 64 rows x 64 columns */
+    if (!ytma) memset(tmY, 0, 128);
+    snprintf(name, sizeof name, "lwo_k_gemm_%s_%s", variant, tl->suffix);
+    if ((r = lwo__gemm_module(ctx, variant, &gm)) != 0) return r;
+    if ((r = lwo__module_function(ctx, gm, name, &fn)) != 0) return r;
+    if (ctx->info.max_smem_per_block < 0 || smem < head + 3u * stage)
+        return lwo__fail(ctx, LWO_ERROR_UNSUPPORTED, "lwo_linear: the Hopper GEMM needs %u bytes of shared memory; the device gives %d",
+                         head + 3u * stage, ctx->info.max_smem_per_block);
+    if (ctx->gemm_smem[v][tl - lwo__wg_tiles] != smem) {   /* the function's limit, set once */
+        LWO__CU(ctx, cuFuncSetAttribute(fn, LWO__CU_FUNC_ATTR_MAX_DYNAMIC_SMEM, (int)smem));
+        ctx->gemm_smem[v][tl - lwo__wg_tiles] = smem;
+    }
+    if (cl > 1) {
+        int *fit = &ctx->gemm_clusters[v][tl - lwo__wg_tiles];
+        if (*fit == 0) {
+            lwo__launch_config lc;
+            memset(&lc, 0, sizeof lc);
+            lc.gridDimX = (unsigned)(slots * cl); lc.gridDimY = lc.gridDimZ = 1;
+            lc.blockDimX = threads; lc.blockDimY = lc.blockDimZ = 1; lc.sharedMemBytes = smem; lc.hStream = cs;
+            LWO__CU(ctx, cuOccupancyMaxActiveClusters(fit, fn, &lc));
+            if (*fit < 1) {
+                *fit = 0;
+                return lwo__fail(ctx, LWO_ERROR_UNSUPPORTED, "lwo_linear: no cluster of %u CTAs of %s fits on the device", cl, name);
+            }
+            lwo__log(ctx, LWO_LOG_INFO, "%s: %d clusters of %u CTAs fit at once on %d multiprocessors", name, *fit, cl, ctx->info.sm_count);
+        }
+        if ((uint64_t)*fit < slots) slots = (uint64_t)*fit;
+    }
+    grid = (unsigned)((units < slots ? units : slots) * cl);
+    lwo__wg_rounds(ctx, tl, units, slots, ktiles, may_split, &sk_first);
+    if (sk_first < units && ((r = lwo__split_area(ctx, cs, &area)) != 0 || !area)) {
+        if (r) return r;
+        sk_first = units;   /* no room for the split area, or inside a capture */
+    }
+    args[0] = tmA; args[1] = tmB; args[2] = &M; args[3] = &N; args[4] = &ktiles; args[5] = &sa; args[6] = &sw;
+    args[7] = &bias; args[8] = &bias_kind; args[9] = &y; args[10] = &out_kind; args[11] = &sk_first; args[12] = &area;
+    args[13] = tmY; args[14] = &ytma;
+    if ((r = lwo__launch_fn_ex(ctx, cs, fn, grid, 1, 1, threads, 1, 1, smem, args, name, 1)) != 0) return r;
+    if (sk_first < units) ctx->stats.gemm_splits++;
+    return LWO_SUCCESS;
+}
+
+/* One GEMM: the tensor-core kernels when the arch has them, else lwo_k_gemm_simple. */
+static lwo_result lwo__gemm(lwo_context *ctx, const lwo__gemm_args *g) {
+    const lwo__CUstream cs = g->stream;
+    const lwo_dtype op = g->op;
+    lwo__CUdeviceptr A = g->a, B = g->b, sa = g->a_scales, sw = g->b_scales, bias = g->bias, y = g->y;
+    uint64_t lda = g->lda, a_k = g->a_k, kpad = g->kpad, M = g->M, N = g->N;
+    int bias_kind = g->bias_kind, out_kind = g->y_kind;
+    int cc = ctx->info.cc_major * 10 + ctx->info.cc_minor;
+    int tc = cc >= 80 && (op != LWO_DTYPE_F8_E4M3 || cc >= 89) && (A & 15u) == 0 && (B & 15u) == 0;
+    uint64_t W = lwo_dtype_size(op);
+    if (tc && ((lda * W) % 16 != 0 || (a_k * W) % 16 != 0)) tc = 0;
+    if (tc && lwo__gemm_wg_ok(ctx, M, N, y))
+        return lwo__gemm_wg(ctx, g);
+    if (tc) {
+        char name[64];
+        uint64_t lda_b = lda * W, akb = a_k * W, ldb_b = kpad * W;
+        uint64_t big = ((M + 127) / 128) * ((N + 127) / 128);
+        int small = big < (uint64_t)ctx->info.sm_count;
+        unsigned BMN = small ? 64 : 128, threads = small ? 128 : 256;
+        unsigned smem = 3u * 2u * BMN * 64u;
+        uint64_t gx = (N + BMN - 1) / BMN, gy = (M + BMN - 1) / BMN;
+        lwo__CUfunction fn;
+        lwo_result r;
+        void *args[13];
+        if (gy > 65535 || gx > 0x7fffffffu) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: M = %llu is more than one launch takes", (unsigned long long)M);
+        args[0] = &A; args[1] = &lda_b; args[2] = &akb; args[3] = &B; args[4] = &ldb_b; args[5] = &M; args[6] = &N;
+        args[7] = &sa; args[8] = &sw; args[9] = &bias; args[10] = &bias_kind; args[11] = &y; args[12] = &out_kind;
+        snprintf(name, sizeof name, "lwo_k_gemm_%s_%s", op == LWO_DTYPE_I8 ? "s8" : lwo__kname(op), small ? "s" : "l");
+        {
+            lwo_module *gm = NULL;
+            if ((r = lwo__gemm_module(ctx, op == LWO_DTYPE_I8 ? "s8" : lwo__kname(op), &gm)) != 0) return r;
+            if ((r = lwo__module_function(ctx, gm, name, &fn)) != 0) return r;
+        }
+        return lwo__launch_fn(ctx, cs, fn, (unsigned)gx, (unsigned)gy, 1, threads, 1, 1, smem, args, name);
+    } else {
+        int ak = lwo__gemm_kind(op), bk = ak;
+        uint64_t gx = (N + 15) / 16, gy = (M + 15) / 16;
+        void *args[15];
+        if (gy > 65535 || gx > 0x7fffffffu) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: M = %llu is more than one launch takes", (unsigned long long)M);
+        args[0] = &A; args[1] = &ak; args[2] = &lda; args[3] = &B; args[4] = &bk; args[5] = &kpad; args[6] = &M; args[7] = &N;
+        args[8] = &a_k; args[9] = &sa; args[10] = &sw; args[11] = &bias; args[12] = &bias_kind; args[13] = &y; args[14] = &out_kind;
+        return lwo__launch(ctx, cs, "lwo_k_gemm_simple", (unsigned)gx, (unsigned)gy, 256, 0, args);
+    }
+}
+
+/* ==== 9. Weights and residency =============================================================== */
+/* A weight is a matrix in one storage format; where its bytes live is its residency: a host
+   home (a pinned copy, or the caller's registered memory), and an item, what the streaming
+   engine moves, made of the home's byte ranges. */
+/* ---- host homes ----------------------------------------------------------------------------- */
+/* Host homes of weights. A home is where a weight's bytes live in host RAM while the GPU does not
+   hold them: a pinned copy (cuMemHostAlloc, counted against desc.pinned_cap), or the caller's own
+   memory (a mapped checkpoint, say) registered with the driver read-only, which transfers as fast
+   as pinned memory without a second copy in RAM; when the driver refuses either, a pageable copy
+   or the caller's memory as it is, with a warning, since transfers from it run at a fraction of
+   the bus speed and cannot be captured in a graph. */
+typedef enum lwo__home_kind { LWO__HOME_PINNED = 1, LWO__HOME_REGISTERED, LWO__HOME_PAGEABLE_COPY, LWO__HOME_BORROWED } lwo__home_kind;
+
+typedef struct lwo__home {
+    lwo__home_kind kind;
+    void *ptr;            /* what transfers read */
+    uint64_t bytes;
+    void *reg_base;       /* the page-aligned range registered, for LWO__HOME_REGISTERED */
+    size_t reg_len;
+    lwo__host_reg *shared; /* LWO__HOME_REGISTERED inside a shared registration (reg_base unused) */
+} lwo__home;
+
+static lwo_result lwo__home_make(lwo_context *ctx, const void *src, uint64_t bytes, int borrow, lwo__home *h) {
+    memset(h, 0, sizeof *h);
+    h->bytes = bytes;
+    if (borrow && (h->shared = lwo__host_reg_find(ctx, src, bytes)) != NULL) {
+        h->shared->refs++;
+        h->ptr = (void *)src;
+        h->kind = LWO__HOME_REGISTERED;
+        return LWO_SUCCESS;
+    }
+    if (borrow) {
+        uint64_t ps = lwo__page_size();
+        uintptr_t a = (uintptr_t)src, base = a / (uintptr_t)ps * (uintptr_t)ps, end = (a + (uintptr_t)bytes + (uintptr_t)ps - 1) / (uintptr_t)ps * (uintptr_t)ps;
+        lwo__CUresult rc = ctx->cu.cuMemHostRegister((void *)base, (size_t)(end - base), 0x08 /* CU_MEMHOSTREGISTER_READ_ONLY */);
+        h->ptr = (void *)src;
+        if (rc == 0) { h->kind = LWO__HOME_REGISTERED; h->reg_base = (void *)base; h->reg_len = (size_t)(end - base); return LWO_SUCCESS; }
+        lwo__log(ctx, LWO_LOG_WARN, "the driver would not register %llu bytes of caller memory (error %d): transfers from it will be slow and cannot be captured in a graph",
+                 (unsigned long long)bytes, rc);
+        h->kind = LWO__HOME_BORROWED;
+        return LWO_SUCCESS;
+    }
+    if (ctx->pinned_bytes + bytes <= ctx->desc.pinned_cap && ctx->cu.cuMemHostAlloc(&h->ptr, (size_t)bytes, 0) == 0) {
+        ctx->pinned_bytes += bytes;
+        h->kind = LWO__HOME_PINNED;
+    } else {
+        lwo__log(ctx, LWO_LOG_WARN, "pinning %llu more bytes would pass lwo_desc.pinned_cap (%llu) or was refused: this weight stays in pageable memory",
+                 (unsigned long long)bytes, (unsigned long long)ctx->desc.pinned_cap);
+        h->ptr = LWO_MALLOC((size_t)bytes);
+        if (!h->ptr) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory for a %llu-byte weight copy", (unsigned long long)bytes);
+        h->kind = LWO__HOME_PAGEABLE_COPY;
+    }
+    if (src) memcpy(h->ptr, src, (size_t)bytes);
+    return LWO_SUCCESS;
+}
+
+static void lwo__home_free(lwo_context *ctx, lwo__home *h) {
+    switch (h->kind) {
+    case LWO__HOME_PINNED: ctx->cu.cuMemFreeHost(h->ptr); ctx->pinned_bytes -= h->bytes; break;
+    case LWO__HOME_REGISTERED:
+        if (h->shared) lwo__host_reg_release(ctx, h->shared);
+        else ctx->cu.cuMemHostUnregister(h->reg_base);
+        break;
+    case LWO__HOME_PAGEABLE_COPY: LWO_FREE(h->ptr); break;
+    default: break;
+    }
+    memset(h, 0, sizeof *h);
+}
+
+/* ---- items ---------------------------------------------------------------------------------- */
+#define LWO__PARTS 3
+
+/* An item is what streams: up to three byte ranges of host memory (weight, then bias, then scales)
+   laid out at 256-byte aligned offsets in device memory, resident in its own arena storage or
+   brought into the staging ring while it is in use (section 10). Items live as long as the
+   context: a destroyed weight's item is dead but keeps its id, which the learned use order names. */
+typedef struct lwo__item lwo__item;
+struct lwo__item {
+    const void *host[LWO__PARTS];
+    uint64_t bytes[LWO__PARTS], offset[LWO__PARTS];
+    uint64_t total;        /* device bytes, parts at 256-byte aligned offsets */
+    int force;             /* 0 auto, 1 resident, 2 streamed */
+    int joined;            /* parts from this one on lie in one host block as on the device (3: none) */
+    int resident;
+    lwo__CUdeviceptr dev;  /* resident storage, or its place in the ring while it has one */
+    uint64_t arena_off, arena_size;
+    int fill;              /* index of its fill in the ring, -1 when in none */
+    int acquired;
+    int dead;              /* its weight was destroyed; the id stays so the order stays valid */
+    uint32_t id;
+};
+
+/* Registers host byte ranges as one streamable item (the weight code calls this). force: 0 let
+   the plan decide, 1 always resident, 2 always streamed. The host memory must outlive the item. */
+static lwo_result lwo__item_create(lwo_context *ctx, const void *const host[LWO__PARTS], const uint64_t bytes[LWO__PARTS],
+                                   int force, lwo__item **out) {
+    lwo__item *it;
+    int p;
+    it = (lwo__item *)LWO_MALLOC(sizeof *it);
+    if (!it) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    memset(it, 0, sizeof *it);
+    for (p = 0; p < LWO__PARTS; p++) {
+        it->host[p] = host[p];
+        it->bytes[p] = host[p] ? bytes[p] : 0;
+        it->offset[p] = it->total;
+        it->total += (it->bytes[p] + LWO__ALIGN - 1) / LWO__ALIGN * LWO__ALIGN;
+    }
+    it->force = force;
+    it->joined = LWO__PARTS;
+    it->fill = -1;
+    {
+        lwo__item **ni = (lwo__item **)lwo__grow(ctx->items, ctx->nitems, &ctx->capitems, sizeof *ni, 64);
+        if (!ni) { LWO_FREE(it); return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory"); }
+        ctx->items = ni;
+    }
+    it->id = (uint32_t)ctx->nitems;
+    ctx->items[ctx->nitems++] = it;
+    *out = it;
+    return LWO_SUCCESS;
+}
+
+/* Says that the item's parts from `first` on lie in one host block laid out as on the device. */
+static void lwo__item_join_parts(lwo__item *it, int first) { it->joined = first; }
+
+/* Makes item it readable by kernels enqueued next on the compute stream; returns its device base. */
+static uint64_t lwo__item_part_offset(const lwo__item *it, int part) { return it->offset[part]; }
+
+/* Its weight is gone: the item keeps its id (the learned order refers to it) but holds nothing. A
+   ring fill that held it is a remnant from now on (lwo__fill_item): its bytes stay taken until
+   overwritten. */
+static void lwo__item_kill(lwo_context *ctx, lwo__item *it) {
+    int p;
+    if (it->arena_size) lwo__arena_free(ctx, it->arena_off, it->arena_size);
+    for (p = 0; p < LWO__PARTS; p++) { it->host[p] = NULL; it->bytes[p] = 0; }
+    it->total = 0; it->arena_size = 0; it->fill = -1; it->dev = 0; it->resident = 0; it->acquired = 0;
+    it->dead = 1;
+}
+static void lwo__items_free(lwo_context *ctx) {
+    size_t i;
+    for (i = 0; i < ctx->nitems; i++) LWO_FREE(ctx->items[i]);
+    LWO_FREE(ctx->items);
+    ctx->items = NULL;
+    ctx->nitems = ctx->capitems = 0;
+}
+
+/* ---- weights -------------------------------------------------------------------------------- */
+struct lwo_weight {
+    uint32_t magic;
+    lwo_context *ctx;
+    uint64_t rows, cols, kpad;
+    lwo_format format;
+    lwo_tensor *data, *scales, *bias, *smooth, *perm; /* smooth by position: permuted with perm */
+    int hlog;         /* log2 of the Hadamard block, 0 for none */
+    const void *host; /* the caller's data and its layout */
+    lwo_dtype host_dtype;
+    uint64_t host_bytes;
+    struct lwo__item *item;  /* streamable weights (section 10): data, bias, scales travel together */
+    lwo__home homes[3];
+    struct lwo__lgraph *graphs; /* lwo_linear's graph cache (W8A8 formats), lwo_desc.graph_cache slots */
+    int graphs_off;             /* a capture or update failed: plain launches for this weight */
+    int planned;                /* the last lwo_streaming_plan reserved lwo_linear's workspace for it */
+    uint64_t graph_clock;       /* LRU stamps */
+    lwo_weight *prev, *next;
+};
+#define LWO__MAGIC_WEIGHT 0x6c776f57u
+
+/* A weight's graph cache (lwo_linear's, section 11, captures and replays them): one cached
+   quantize + GEMM chain of lwo_linear a slot. N and K are the weight's; the rest of what picks
+   the kernels and their grids is the key, so a later call at the key only changes arguments. */
+typedef struct lwo__lgraph {
+    int used;                   /* 0: a free slot */
+    uint64_t M;
+    int xdt, ydt, bias_kind;    /* bias_kind -1: no bias */
+    int y16;                    /* y 16-byte aligned (the Hopper GEMM needs it) */
+    uint64_t stamp;
+    lwo__CUgraph graph;
+    lwo__CUgraphExec exec;
+    lwo__lsink nodes;           /* the kernel nodes in launch order */
+    int nnodes;                 /* how many the capture made */
+} lwo__lgraph;
+
+static int lwo__graph_slots(const lwo_context *ctx) { return ctx->desc.graph_cache > 0 ? ctx->desc.graph_cache : 4; }
+static void lwo__lgraph_drop(lwo_context *ctx, lwo__lgraph *g) {
+    if (!g->used) return;
+    if (g->exec) ctx->cu.cuGraphExecDestroy(g->exec);
+    if (g->graph) ctx->cu.cuGraphDestroy(g->graph);
+    memset(g, 0, sizeof *g);
+}
+static void lwo__weight_graphs_free(lwo_context *ctx, lwo_weight *w) {
+    int i;
+    if (!w->graphs) return;
+    for (i = 0; i < lwo__graph_slots(ctx); i++) lwo__lgraph_drop(ctx, &w->graphs[i]);
+    LWO_FREE(w->graphs);
+    w->graphs = NULL;
+}
+
+#define LWO__KPAD 64u
+
+LWO_DEF const char *lwo_format_name(lwo_format f) {
+    static const char *const n[LWO_FORMAT_COUNT] = { "keep", "bf16", "f16", "fp8_e4m3", "fp8_e5m2", "int8", "fp8_e4m3_w8a8", "f32" };
+    return ((unsigned)f < (unsigned)LWO_FORMAT_COUNT) ? n[f] : "invalid";
+}
+static int lwo__format_w8a8(lwo_format f) { return f == LWO_FORMAT_INT8 || f == LWO_FORMAT_FP8_E4M3_W8A8; }
+static int lwo__format_upcast(lwo_format f) { return f == LWO_FORMAT_FP8_E4M3 || f == LWO_FORMAT_FP8_E5M2; }
+/* The dtype a weight of format f is stored in. */
+static lwo_dtype lwo__format_dtype(lwo_format f) {
+    switch (f) {
+    case LWO_FORMAT_BF16: return LWO_DTYPE_BF16;
+    case LWO_FORMAT_F16: return LWO_DTYPE_F16;
+    case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E4M3_W8A8: return LWO_DTYPE_F8_E4M3;
+    case LWO_FORMAT_FP8_E5M2: return LWO_DTYPE_F8_E5M2;
+    case LWO_FORMAT_INT8: return LWO_DTYPE_I8;
+    case LWO_FORMAT_F32: return LWO_DTYPE_F32;
+    default: return LWO_DTYPE_INVALID;   /* KEEP: no dtype of its own */
+    }
+}
+/* A weight desc's format with KEEP resolved: the data's own (f32, and anything without a format of
+   its own, as BF16, the nearest lwo stores); any other value as it is (lwo__weight_validate judges). */
+static lwo_format lwo__weight_format(const lwo_weight_desc *d) {
+    if (d->format != LWO_FORMAT_KEEP) return d->format;
+    switch (d->data_dtype) {
+    case LWO_DTYPE_F16: return LWO_FORMAT_F16;
+    case LWO_DTYPE_F8_E4M3: return LWO_FORMAT_FP8_E4M3;
+    case LWO_DTYPE_F8_E5M2: return LWO_FORMAT_FP8_E5M2;
+    case LWO_DTYPE_I8: return LWO_FORMAT_INT8;
+    default: return LWO_FORMAT_BF16;
+    }
+}
+/* The stored row length: cols rounded up to a multiple of 64 and, with a Hadamard block of 2^hlog
+   (the rotation runs over whole blocks), of the block. */
+static uint64_t lwo__kpad(uint64_t cols, int hlog) {
+    uint64_t a = (uint64_t)1 << hlog > LWO__KPAD ? (uint64_t)1 << hlog : LWO__KPAD;
+    return (cols + a - 1) / a * a;
 }
 
 /* Every check of a weight desc that needs no GPU; cc = compute capability * 10 (e.g. 90). */
@@ -3670,19 +4191,20 @@ static lwo_result lwo__weight_validate(lwo_context *ctx, const lwo_weight_desc *
         return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.rows x desc.cols (%llu x %llu) is too large",
                          (unsigned long long)d->rows, (unsigned long long)d->cols);
     if (!d->data) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.data is NULL");
-    if ((int)d->format < 0 || d->format >= LWO_FORMAT_COUNT)
-        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.format (%d) is not a valid lwo_format", (int)d->format);
+    if ((int)d->format <= (int)LWO_FORMAT_KEEP || d->format >= LWO_FORMAT_F32)
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.format (%d, %s) is not a weight's format%s", (int)d->format,
+                         lwo_format_name(d->format), d->format == LWO_FORMAT_F32 ? ": lwo stores no weight as f32 (BF16 is the nearest)" : "");
     if (!(lwo__is_float(dt) || lwo__is_fp8(dt) || dt == LWO_DTYPE_I8))
         return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.data_dtype %s is not f32, f16, bf16, f8_e4m3, f8_e5m2 or i8", lwo_dtype_name(dt));
     if (dt == LWO_DTYPE_I8 && d->format != LWO_FORMAT_INT8)
-        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.data_dtype i8 needs desc.format LWO_FORMAT_INT8 (got %s)", lwo__format_name(d->format));
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.data_dtype i8 needs desc.format LWO_FORMAT_INT8 (got %s)", lwo_format_name(d->format));
     if (dt == LWO_DTYPE_I8 && !d->row_scales)
         return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.row_scales is NULL; i8 data needs its per-row scales");
     if (lwo__is_fp8(dt)) {
         int ok = (dt == LWO_DTYPE_F8_E4M3 && (d->format == LWO_FORMAT_FP8_E4M3 || d->format == LWO_FORMAT_FP8_E4M3_W8A8)) ||
                  (dt == LWO_DTYPE_F8_E5M2 && d->format == LWO_FORMAT_FP8_E5M2);
         if (!ok) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.data_dtype %s does not match desc.format %s (pre-quantized data must be stored as is)",
-                                  lwo_dtype_name(dt), lwo__format_name(d->format));
+                                  lwo_dtype_name(dt), lwo_format_name(d->format));
     }
     if (!(d->scale >= 0.0f) || d->scale > 3.0e38f)
         return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.scale must be 0 (meaning 1) or a positive finite number");
@@ -3693,7 +4215,7 @@ static lwo_result lwo__weight_validate(lwo_context *ctx, const lwo_weight_desc *
     if (d->bias && !lwo__is_float(d->bias_dtype ? d->bias_dtype : LWO_DTYPE_F32))
         return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.bias_dtype %s is not f32, f16 or bf16", lwo_dtype_name(d->bias_dtype));
     if (d->smooth && !lwo__format_w8a8(d->format))
-        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.smooth applies to the W8A8 formats only (format is %s)", lwo__format_name(d->format));
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.smooth applies to the W8A8 formats only (format is %s)", lwo_format_name(d->format));
     if (d->smooth) {
         uint64_t k;
         for (k = 0; k < d->cols; k++)
@@ -3702,7 +4224,7 @@ static lwo_result lwo__weight_validate(lwo_context *ctx, const lwo_weight_desc *
     }
     if ((d->perm || d->hadamard) && !lwo__format_w8a8(d->format))
         return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.%s applies to the W8A8 formats only (format is %s)",
-                         d->perm ? "perm" : "hadamard", lwo__format_name(d->format));
+                         d->perm ? "perm" : "hadamard", lwo_format_name(d->format));
     if ((d->perm || d->hadamard) && !lwo__is_float(dt))
         return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.%s needs f32, f16 or bf16 data (got %s): lwo permutes and rotates W "
                          "before it quantizes it, and pre-quantized data cannot be rotated", d->perm ? "perm" : "hadamard", lwo_dtype_name(dt));
@@ -3725,23 +4247,6 @@ static lwo_result lwo__weight_validate(lwo_context *ctx, const lwo_weight_desc *
     return LWO_SUCCESS;
 }
 
-static unsigned lwo__grid_rows(lwo_context *ctx, uint64_t n) { return lwo__grid_for(ctx, n, 256); }
-
-/* dst [rows, Kd] = pad(src [rows, K]) (* smooth per column), converting src's dtype to dst's. */
-static lwo_result lwo__pad_launch(lwo_context *ctx, lwo__CUstream cs, lwo__CUdeviceptr src, lwo_dtype st, uint64_t rows,
-                                  uint64_t K, lwo__CUdeviceptr smooth, lwo__CUdeviceptr dst, lwo_dtype dt, uint64_t Kd) {
-    char name[64];
-    void *args[6];
-    if (lwo_dtype_size(st) == 1) {
-        void *a[5];
-        a[0] = &src; a[1] = &rows; a[2] = &K; a[3] = &dst; a[4] = &Kd;
-        return lwo__launch(ctx, cs, "lwo_k_pad_rows_u8", lwo__grid_rows(ctx, rows * Kd), 1, 256, 0, a);
-    }
-    args[0] = &src; args[1] = &rows; args[2] = &K; args[3] = &smooth; args[4] = &dst; args[5] = &Kd;
-    snprintf(name, sizeof name, "lwo_k_pad_rows_%s_%s", lwo__kname(st), lwo__kname(dt));
-    return lwo__launch(ctx, cs, name, lwo__grid_rows(ctx, rows * Kd), 1, 256, 0, args);
-}
-
 static void lwo__weight_free(lwo_context *ctx, lwo_weight *w) {
     int p;
     if (w->prev) w->prev->next = w->next; else if (ctx->weights == w) ctx->weights = w->next;
@@ -3756,12 +4261,6 @@ static void lwo__weight_free(lwo_context *ctx, lwo_weight *w) {
     if (w->perm) lwo__tensor_free(ctx, w->perm);
     w->magic = 0;
     LWO_FREE(w);
-}
-
-static lwo_result lwo__tensor2(lwo_context *ctx, lwo_dtype dt, uint64_t a, uint64_t b, lwo_tensor **out) {
-    uint64_t shape[2];
-    shape[0] = a; shape[1] = b;
-    return lwo_tensor_create(ctx, dt, b ? 2 : 1, shape, out);
 }
 
 static lwo_result lwo__weight_build(lwo_context *ctx, const lwo_weight_desc *d, lwo_weight *w) {
@@ -3808,7 +4307,7 @@ static lwo_result lwo__weight_build(lwo_context *ctx, const lwo_weight_desc *d, 
         } else {
             if ((r = lwo__tensor2(ctx, LWO_DTYPE_F32, N, Kp, &tmp)) != 0) goto done;
             if ((r = lwo__pad_launch(ctx, cs, src->ptr, dt, N, K, 0, tmp->ptr, LWO_DTYPE_F32, Kp)) != 0) goto done;
-            r = lwo_quantize_fp8(ctx, NULL, tmp, w->data, w->scales, 1);
+            r = lwo__quantize_tensor(ctx, cs, tmp, w->data, w->scales, 1);
         }
         break;
     }
@@ -3968,15 +4467,20 @@ static lwo_result lwo__weight_check_borrow(lwo_context *ctx, const lwo_weight_de
     return LWO_SUCCESS;
 }
 
-LWO_DEF lwo_result lwo_weight_create(lwo_context *ctx, const lwo_weight_desc *desc, lwo_weight **out) {
+LWO_DEF lwo_result lwo_weight_create(lwo_context *ctx, const lwo_weight_desc *user_desc, lwo_weight **out) {
+    lwo_weight_desc resolved;
+    const lwo_weight_desc *desc = &resolved;
     lwo_weight *w;
     lwo_result r;
     LWO__ENTER(ctx);
     if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: argument 'out' is NULL");
     *out = NULL;
+    if (!user_desc) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: argument 'desc' is NULL");
+    resolved = *user_desc;
+    resolved.format = lwo__weight_format(user_desc);
     if ((r = lwo__weight_validate(ctx, desc, ctx->info.cc_major * 10 + ctx->info.cc_minor)) != 0) return r;
-    if (desc->placement < LWO_PLACE_RESIDENT || desc->placement > LWO_PLACE_STREAMED)
-        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.placement (%d) is not an lwo_placement", desc->placement);
+    if ((int)desc->placement < (int)LWO_PLACE_RESIDENT || (int)desc->placement > (int)LWO_PLACE_STREAMED)
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_weight_create: desc.placement (%d) is not an lwo_placement", (int)desc->placement);
     if (desc->borrow_host && (r = lwo__weight_check_borrow(ctx, desc)) != 0) return r;
     w = (lwo_weight *)LWO_MALLOC(sizeof *w);
     if (!w) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
@@ -4044,6 +4548,7 @@ LWO_DEF lwo_result lwo_weight_get_info(lwo_context *ctx, const lwo_weight *w, lw
     return LWO_SUCCESS;
 }
 
+/* ---- sizing: lwo_linear's workspace and a weight's device bytes ----------------------------- */
 /* lwo_linear's workspace for x of M rows on a weight of format f, [N, Kp] as stored: W8A8 quantizes
    x into it (M x Kp codes, at the arena's granularity, then M f32 row scales); the fp8 upcast formats
    upcast W into it (N x Kp 16-bit); with `pad` (K % 8 != 0, or x not 16-byte aligned) x follows,
@@ -4069,340 +4574,6 @@ static uint64_t lwo__linear_rows(lwo_format f, uint64_t M, uint64_t N, uint64_t 
         if (lwo__linear_ws(f, mid * LWO__CHUNK_ROWS, N, Kp, pad) <= bytes) lo = mid; else hi = mid - 1;
     }
     return lo * LWO__CHUNK_ROWS;
-}
-
-/* Grows the workspace to `bytes`. Growing waits for the device, since queued GEMMs may still read
-   the old block; where the arena has no room the old block stays (same size, maybe moved). */
-static int lwo__engine_capturing(const lwo_context *ctx); /* section 8 */
-static lwo_result lwo__workspace_grow(lwo_context *ctx, uint64_t bytes) {
-    uint64_t off, size, old = ctx->ws_size;
-    lwo_result r;
-    LWO__CU(ctx, cuCtxSynchronize());
-    if (old) { lwo__arena_free(ctx, ctx->ws_off, ctx->ws_size); ctx->ws_size = 0; }
-    if ((r = lwo__arena_alloc(ctx, bytes, &off, &size, "lwo_linear's workspace")) != 0) {
-        char keep[LWO__ERROR_CAP];
-        memcpy(keep, ctx->error, sizeof keep);
-        /* the block just freed is free again, so this fits */
-        if (old && lwo__arena_alloc(ctx, old, &ctx->ws_off, &ctx->ws_size, "lwo_linear's workspace") != 0) ctx->ws_size = 0;
-        memcpy(ctx->error, keep, sizeof keep);
-        return r;
-    }
-    ctx->ws_off = off;
-    ctx->ws_size = size;
-    return LWO_SUCCESS;
-}
-
-/* The workspace of one lwo_linear call on weight w: *rows = M where it holds the whole call (it
-   grows to that where it may), else the most rows it holds at a time (the call runs in chunks).
-   For a weight the last plan placed nothing grows: the plan reserved what its declared shapes
-   need, and larger calls run in chunks. A weight made after the plan may grow it where the arena
-   has room (into the room the plan left free). Inside a capture nothing grows (growing
-   synchronizes). */
-static lwo_result lwo__linear_space(lwo_context *ctx, const lwo_weight *w, uint64_t M, int pad, lwo__CUdeviceptr *ws, uint64_t *rows) {
-    const lwo_format f = w->format;
-    const uint64_t N = w->rows, Kp = w->kpad, full = lwo__linear_ws(f, M, N, Kp, pad);
-    const int may_grow = !(ctx->planned && w->planned) && !lwo__engine_capturing(ctx);
-    *rows = M;
-    if (full > ctx->ws_size) {
-        if (!may_grow || lwo__workspace_grow(ctx, full) != LWO_SUCCESS) {
-            uint64_t least = lwo__linear_ws(f, M < LWO__CHUNK_ROWS ? M : LWO__CHUNK_ROWS, N, Kp, pad);
-            ctx->error[0] = 0;
-            if (least > ctx->ws_size && may_grow) lwo__workspace_grow(ctx, least);
-            *rows = lwo__linear_rows(f, M, N, Kp, pad, ctx->ws_size);
-            if (*rows == 0)
-                return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET,
-                                 "lwo_linear: a %llu x %llu %s weight needs %llu bytes of workspace (%llu for all %llu rows of x), and the "
-                                 "workspace has %llu: %s", (unsigned long long)N, (unsigned long long)Kp, lwo__format_name(f),
-                                 (unsigned long long)least, (unsigned long long)full, (unsigned long long)M, (unsigned long long)ctx->ws_size,
-                                 ctx->planned && w->planned ? "more than the last lwo_streaming_plan reserved"
-                                 : ctx->planned ? "the weight was made after the last lwo_streaming_plan, which reserves the workspace, and the arena has no room; plan again"
-                                 : lwo__engine_capturing(ctx) ? "run the pass once before capturing it (the workspace cannot grow inside a capture)"
-                                 : "the budget has no room for it (raise lwo_desc.vram_budget)");
-            if (!ctx->chunk_logged) {
-                lwo__log(ctx, LWO_LOG_WARN, "lwo_linear runs x of %llu rows in chunks of %llu: the workspace holds %llu bytes, the call needs %llu "
-                         "(declare the largest x in lwo_streaming_desc.max_rows)", (unsigned long long)M, (unsigned long long)*rows,
-                         (unsigned long long)ctx->ws_size, (unsigned long long)full);
-                ctx->chunk_logged = 1;
-            }
-            ctx->stats.linear_chunked++;
-        }
-    }
-    *ws = ctx->arena + ctx->ws_off;
-    return LWO_SUCCESS;
-}
-
-/* The split area of the Hopper GEMMs (lwo_desc.gemm_split): a 32-bit counter per tail tile and
-   warpgroup, 16 bytes a CTA, then a 128 x 128 tile of 32-bit partial sums per CTA
-   (lwo_gemm_wg_body). The counters must be zero before a GEMM: each launch leaves them so, and a new
-   area's are zeroed on the stream of the GEMM that made it (or by lwo_streaming_plan, which lays the
-   arena out again). Before any plan the first GEMM that splits makes it, where the arena has room,
-   and not inside a capture (lwo_linear's graphs count their kernels); after a plan it exists only
-   if the plan reserved it. A GEMM that finds none does not split. */
-static uint64_t lwo__split_bytes(const lwo_context *ctx) {
-    const uint64_t n = (uint64_t)(ctx->info.sm_count > 0 ? ctx->info.sm_count : 0);
-    return (16 * n + 255) / 256 * 256 + n * 128 * 128 * 4;
-}
-static lwo_result lwo__split_zero(lwo_context *ctx, lwo__CUstream cs) {
-    LWO__CU(ctx, cuMemsetD32Async(ctx->arena + ctx->split_off, 0, (size_t)ctx->info.sm_count * 4, cs));
-    return LWO_SUCCESS;
-}
-static lwo_result lwo__split_area(lwo_context *ctx, lwo__CUstream cs, lwo__CUdeviceptr *out) {
-    *out = 0;
-    if (!ctx->split_size) {
-        char keep[LWO__ERROR_CAP];
-        if (ctx->planned || ctx->lsink || lwo__engine_capturing(ctx)) return LWO_SUCCESS;
-        memcpy(keep, ctx->error, sizeof keep);
-        if (lwo__arena_alloc(ctx, lwo__split_bytes(ctx), &ctx->split_off, &ctx->split_size, "the GEMMs' split area") != 0) {
-            if (!ctx->split_refused) lwo__log(ctx, LWO_LOG_INFO, "GEMMs do not split their last rounds: %s", ctx->error);
-            ctx->split_refused = 1;
-            ctx->split_size = 0;
-            memcpy(ctx->error, keep, sizeof keep);
-            return LWO_SUCCESS;
-        }
-        {
-            lwo_result r = lwo__split_zero(ctx, cs);
-            if (r) { lwo__arena_free(ctx, ctx->split_off, ctx->split_size); ctx->split_size = 0; return r; }
-        }
-    }
-    *out = ctx->arena + ctx->split_off;
-    return LWO_SUCCESS;
-}
-
-static int lwo__gemm_kind(lwo_dtype t) {
-    switch (t) {
-    case LWO_DTYPE_F32: return 0;
-    case LWO_DTYPE_F16: return 1;
-    case LWO_DTYPE_BF16: return 2;
-    case LWO_DTYPE_I8: return 3;
-    default: return 4;
-    }
-}
-
-/* The sm_90a GEMMs (kernels.cuh.inc, "Hopper GEMM"): on a device lwo compiles for sm_90a, unless
-   the desc asks for mma.sync, for a y the paired stores may write 8 bytes at a time, and sizes the
-   copy engine's 32-bit coordinates reach. The tensor-core path's alignment checks apply as well. */
-static int lwo__gemm_wg_ok(lwo_context *ctx, uint64_t M, uint64_t N, lwo__CUdeviceptr y) {
-    return strcmp(ctx->info.arch, "sm_90a") == 0 && ctx->desc.gemm_kernels != 1 && (y & 15u) == 0 &&
-           M < 0x7fffff00u && N < 0x7fffff00u;
-}
-
-/* A 2-D tensor map over `rows` rows of `row_bytes` valid bytes, `pitch` bytes apart, read in boxes
-   of box_bytes (128 or 64) x box_rows rows with the swizzle of that width the wgmma descriptors
-   expect; reads past
-   either edge return zeros. */
-static lwo_result lwo__tensor_map(lwo_context *ctx, void *map, lwo__CUdeviceptr base, uint64_t row_bytes, uint64_t rows,
-                                  uint64_t pitch, unsigned box_rows, unsigned box_bytes) {
-    enum { U8 = 0, NO_INTERLEAVE = 0, SWIZZLE_64B = 2, SWIZZLE_128B = 3, L2_256B = 3, OOB_ZERO = 0 };
-    uint64_t dims[2], strides[1];
-    unsigned box[2], estr[2] = { 1, 1 };
-    lwo__CUresult rc;
-    dims[0] = row_bytes; dims[1] = rows; strides[0] = pitch;
-    box[0] = box_bytes; box[1] = box_rows;
-    rc = ctx->cu.cuTensorMapEncodeTiled(map, U8, 2, (void *)(uintptr_t)base, dims, strides, box, estr, NO_INTERLEAVE,
-                                        box_bytes == 128 ? SWIZZLE_128B : SWIZZLE_64B, L2_256B, OOB_ZERO);
-    return rc ? lwo__cuda_fail(ctx, rc, "cuTensorMapEncodeTiled") : LWO_SUCCESS;
-}
-
-/* The Hopper GEMM's tiles (kernels.cuh.inc, LWO_GEMM_WG_KERNELS): BM x BN, consumer warpgroups, the
-   cluster's CTAs along M and N (cm x cn), and rate: the tile's speed per multiply-add relative to
-   the cooperative 128 x 128, measured on the H200 (NOTES.md: forced tiles timed back to back at the
-   benchmark's shapes). 128 x 256 reads a quarter fewer bytes through L2 per multiply-add but
-   measured no faster (0.96-1.08x); 64 x 128 is 0.75-0.8x; the ping-pong 128 x 128 measured
-   0.96-1.11x (most where K is short and the epilogue it hides is a larger part). In 2x1 clusters
-   (B shared: a quarter fewer bytes through L2) the ping-pong tile measured 0.98-1.10x of itself
-   alone, timed in alternating order (8192^3 int8 0.826 vs 0.873 ms), and its 1.26 makes it the
-   choice wherever its units fill the SMs as well as another's. The clustered 128 x 256 tile (9
-   stages of 64 bytes of K) was slower than both at every shape (0.80-0.95x): 0.9. */
-typedef struct lwo__wg_tile { const char *suffix; unsigned bm, bn, cwg, cm, cn, bk; double rate; } lwo__wg_tile;
-static const lwo__wg_tile lwo__wg_tiles[LWO__WG_TILES] = {
-    { "wg64", 64, 128, 1, 1, 1, 128, 0.78 }, { "wg128", 128, 128, 2, 1, 1, 128, 1.0 }, { "wg256", 128, 256, 2, 1, 1, 128, 1.0 },
-    { "wgpp", 128, 128, 2, 1, 1, 128, 1.2 }, { "wgpp2", 128, 128, 2, 2, 1, 128, 1.26 }, { "wg256c2", 128, 256, 2, 2, 1, 64, 0.9 } };
-
-/* Units of work: a cluster's cm x cn tiles at a time. */
-static uint64_t lwo__wg_units(const lwo__wg_tile *t, uint64_t M, uint64_t N) {
-    uint64_t tm = (M + t->bm - 1) / t->bm, tn = (N + t->bn - 1) / t->bn;
-    return ((tm + t->cm - 1) / t->cm) * ((tn + t->cn - 1) / t->cn);
-}
-
-/* The clusters a grid of tile t may have: one CTA per multiprocessor, or lwo_desc.gemm_split's
-   cap (tests); the occupancy can lower it further (lwo__gemm_wg). */
-static uint64_t lwo__wg_slots(const lwo_context *ctx, const lwo__wg_tile *t) {
-    uint64_t cl = t->cm * t->cn, cap = (uint64_t)ctx->info.sm_count;
-    if (ctx->desc.gemm_split > 0 && (uint64_t)ctx->desc.gemm_split < cap) cap = (uint64_t)ctx->desc.gemm_split;
-    return cap / cl ? cap / cl : 1;
-}
-
-/* The rounds of units `slots` clusters take: whole rounds (a partly filled last round costs a whole
-   one), or with the last two rounds' units split along K (lwo_wg_sched in kernels.cuh.inc) the
-   units over the slots, plus LWO__SPLIT_COST for the partial sums' trip through L2 and the
-   unevenly cut units, where that is less and the grid runs at least LWO__SPLIT_MIN_ROUNDS whole
-   rounds. *first: the first unit of the split tail (units when none). Splitting needs a caller
-   that may (`split`: lwo__gemm_wg), a tile of at most 128 x 128 (its slot in the split area) and
-   at least two slices of K.
-   Measured (H200, ping-pong 2x1 clusters, the default then forced off, timed in the order
-   on, off, off, on, the card idle before each figure): at 8192^3 (31.03 rounds) splitting took
-   int8 0.729 against 0.731-0.737 ms and fp8 0.776-0.777 against 0.785-0.788, at 4608 x 3072 x 12288
-   (26.2 rounds) within 1% either way; at the 4608-row shapes (6.55 rounds) it was 2-3% slower (0.074
-   against 0.072 ms at 4608 x 3072 x 3072 int8), at 1024 x 3072 x 12288 (5.8 rounds) 5% slower. A trace
-   of every CTA's items at 4608 x 3072 x 3072 (one run, before the epilogue went through the copy
-   engine) showed why: the split tail's K slices took 0.50 us each against 0.38-0.42 in whole
-   units, the short items leaving the other warpgroup's epilogue exposed, so the tail ended later
-   than the half-empty last round it replaced. */
-#define LWO__SPLIT_COST 0.15
-#define LWO__SPLIT_MIN_ROUNDS 16
-static double lwo__wg_rounds(const lwo_context *ctx, const lwo__wg_tile *t, uint64_t units, uint64_t slots, uint64_t ktiles,
-                             int split, uint64_t *first) {
-    const uint64_t whole = (units + slots - 1) / slots;
-    const double even = (double)units / (double)slots + LWO__SPLIT_COST;
-    *first = units;
-    if (!split || ctx->desc.gemm_split < 0 || t->bm * t->bn > 128 * 128 || ktiles < 2 || units <= slots || units % slots == 0 ||
-        (ctx->desc.gemm_split == 0 && (even >= (double)whole || units / slots < LWO__SPLIT_MIN_ROUNDS)))
-        return (double)whole;
-    *first = (units / slots - 1) * slots;
-    return even;
-}
-
-/* Tile choice: the tile whose estimated time is least, the time being the rounds of units the
-   persistent grid runs (lwo__wg_rounds; a round is one tile a CTA) times the tile's area over its
-   rate; on a tie the later tile in the table. akb: the bytes of K; split: whether the call may
-   split (lwo__wg_rounds). lwo_desc.gemm_kernels 2..7 forces one (tests, benchmarks). */
-static const lwo__wg_tile *lwo__gemm_wg_tile(const lwo_context *ctx, uint64_t M, uint64_t N, uint64_t akb, int split) {
-    const lwo__wg_tile *best = NULL;
-    double best_t = 0;
-    int i;
-    if (ctx->desc.gemm_kernels >= 2 && ctx->desc.gemm_kernels < 2 + LWO__WG_TILES) return &lwo__wg_tiles[ctx->desc.gemm_kernels - 2];
-    for (i = LWO__WG_TILES - 1; i >= 0; i--) {
-        const lwo__wg_tile *t = &lwo__wg_tiles[i];
-        uint64_t first;
-        double rounds = lwo__wg_rounds(ctx, t, lwo__wg_units(t, M, N), lwo__wg_slots(ctx, t), (akb + t->bk - 1) / t->bk, split, &first);
-        double time = rounds * t->bm * t->bn / t->rate;
-        if (!best || time < best_t) { best = t; best_t = time; }
-    }
-    return best;
-}
-
-/* The grid is persistent: one block per multiprocessor at most, and for a clustered tile no more
-   clusters than fit at once (cuOccupancyMaxActiveClusters, asked once per module and tile: a
-   cluster that waited for another to finish would run its units after it). It gets all the shared
-   memory a block may have: lwo_gemm_wg_body puts its barriers and column tables first and fills
-   the rest with as many stages as fit (at least three, checked here). may_split: the call may split
-   its last rounds (it is lwo_linear's and uses the workspace, so calls on other streams are
-   ordered with it, as the split area needs). */
-static lwo_result lwo__gemm_wg(lwo_context *ctx, lwo__CUstream cs, lwo_dtype op, lwo__CUdeviceptr A, uint64_t lda_b,
-                               uint64_t akb, lwo__CUdeviceptr B, uint64_t ldb_b, uint64_t M, uint64_t N,
-                               lwo__CUdeviceptr sa, lwo__CUdeviceptr sw, lwo__CUdeviceptr bias, int bias_kind,
-                               lwo__CUdeviceptr y, int out_kind, int may_split) {
-    unsigned char maps[3 * 128 + 64]; /* three CUtensorMaps, which must be 64-byte aligned */
-    void *tmA = (void *)(((uintptr_t)maps + 63) & ~(uintptr_t)63), *tmB = (unsigned char *)tmA + 128, *tmY = (unsigned char *)tmA + 256;
-    const char *variant = op == LWO_DTYPE_I8 ? "s8" : lwo__kname(op);
-    const lwo__wg_tile *tl = lwo__gemm_wg_tile(ctx, M, N, akb, may_split);
-    const unsigned cl = tl->cm * tl->cn;
-    unsigned threads = 128u * (tl->cwg + 1), smem = (unsigned)ctx->info.max_smem_per_block;
-    /* a 16-bit y whose rows are whole 16-byte chunks is stored by the copy engine (lwo_wg_epi_pack) */
-    int ytma = out_kind != 0 && (N * 2) % 16 == 0;
-    /* what lwo_gemm_wg_body puts before the stages: 16 bytes of barriers for each of LWO_WG_MAX_STAGES (16)
-       stages, the column tables, up to the next 1024-byte boundary, and with ytma a 64-row output
-       buffer per consumer warpgroup */
-    unsigned head = (16u * 16u + tl->cwg * tl->bn * 8u + 1023u) / 1024u * 1024u + (ytma ? tl->cwg * 64u * tl->bn * 2u : 0),
-             stage = (tl->bm + tl->bn) * tl->bk;
-    uint64_t units = lwo__wg_units(tl, M, N), ktiles = (akb + tl->bk - 1) / tl->bk, slots = lwo__wg_slots(ctx, tl), sk_first;
-    lwo__CUdeviceptr area = 0;
-    unsigned grid;
-    const int v = lwo__gemm_variant_index(variant);   /* the module's index, for the per-tile caches */
-    char name[64];
-    lwo_module *gm = NULL;
-    lwo__CUfunction fn;
-    lwo_result r;
-    void *args[15];
-    if (M == 0 || N == 0) return LWO_SUCCESS;
-    /* each CTA of a cluster copies a 1/cn slice of the A tile and a 1/cm slice of the B tile */
-    if ((r = lwo__tensor_map(ctx, tmA, A, akb, M, lda_b, tl->bm / tl->cn, tl->bk)) != 0) return r;
-    if ((r = lwo__tensor_map(ctx, tmB, B, ldb_b, N, ldb_b, tl->bn / tl->cm, tl->bk)) != 0) return r;
-    if (ytma && (r = lwo__tensor_map(ctx, tmY, y, N * 2, M, N * 2, 64, 128)) != 0) return r;   /* boxes of 64 rows x 64 columns */
-    if (!ytma) memset(tmY, 0, 128);
-    snprintf(name, sizeof name, "lwo_k_gemm_%s_%s", variant, tl->suffix);
-    if ((r = lwo__gemm_module(ctx, variant, &gm)) != 0) return r;
-    if ((r = lwo__module_function(ctx, gm, name, &fn)) != 0) return r;
-    if (ctx->info.max_smem_per_block < 0 || smem < head + 3u * stage)
-        return lwo__fail(ctx, LWO_ERROR_UNSUPPORTED, "lwo_linear: the Hopper GEMM needs %u bytes of shared memory; the device gives %d",
-                         head + 3u * stage, ctx->info.max_smem_per_block);
-    if (ctx->gemm_smem[v][tl - lwo__wg_tiles] != smem) {   /* the function's limit, set once */
-        LWO__CU(ctx, cuFuncSetAttribute(fn, LWO__CU_FUNC_ATTR_MAX_DYNAMIC_SMEM, (int)smem));
-        ctx->gemm_smem[v][tl - lwo__wg_tiles] = smem;
-    }
-    if (cl > 1) {
-        int *fit = &ctx->gemm_clusters[v][tl - lwo__wg_tiles];
-        if (*fit == 0) {
-            lwo__launch_config lc;
-            memset(&lc, 0, sizeof lc);
-            lc.gridDimX = (unsigned)(slots * cl); lc.gridDimY = lc.gridDimZ = 1;
-            lc.blockDimX = threads; lc.blockDimY = lc.blockDimZ = 1; lc.sharedMemBytes = smem; lc.hStream = cs;
-            LWO__CU(ctx, cuOccupancyMaxActiveClusters(fit, fn, &lc));
-            if (*fit < 1) {
-                *fit = 0;
-                return lwo__fail(ctx, LWO_ERROR_UNSUPPORTED, "lwo_linear: no cluster of %u CTAs of %s fits on the device", cl, name);
-            }
-            lwo__log(ctx, LWO_LOG_INFO, "%s: %d clusters of %u CTAs fit at once on %d multiprocessors", name, *fit, cl, ctx->info.sm_count);
-        }
-        if ((uint64_t)*fit < slots) slots = (uint64_t)*fit;
-    }
-    grid = (unsigned)((units < slots ? units : slots) * cl);
-    lwo__wg_rounds(ctx, tl, units, slots, ktiles, may_split, &sk_first);
-    if (sk_first < units && ((r = lwo__split_area(ctx, cs, &area)) != 0 || !area)) {
-        if (r) return r;
-        sk_first = units;   /* no room for the split area, or inside a capture */
-    }
-    args[0] = tmA; args[1] = tmB; args[2] = &M; args[3] = &N; args[4] = &ktiles; args[5] = &sa; args[6] = &sw;
-    args[7] = &bias; args[8] = &bias_kind; args[9] = &y; args[10] = &out_kind; args[11] = &sk_first; args[12] = &area;
-    args[13] = tmY; args[14] = &ytma;
-    if ((r = lwo__launch_fn_ex(ctx, cs, fn, grid, 1, 1, threads, 1, 1, smem, args, name, 1)) != 0) return r;
-    if (sk_first < units) ctx->stats.gemm_splits++;
-    return LWO_SUCCESS;
-}
-
-/* One GEMM: A [M, *] (row stride lda elements, valid K columns a_k), B [N, kpad] of dtype `op`.
-   The tensor-core kernels when the arch has them, else lwo_k_gemm_simple. may_split: the caller
-   uses the workspace, whose split area the Hopper kernels may then use (lwo__gemm_wg); calls that
-   do not may run on several streams at once. */
-static lwo_result lwo__gemm(lwo_context *ctx, lwo__CUstream cs, lwo_dtype op, lwo__CUdeviceptr A, uint64_t lda, uint64_t a_k,
-                            lwo__CUdeviceptr B, uint64_t kpad, uint64_t M, uint64_t N, lwo__CUdeviceptr sa, lwo__CUdeviceptr sw,
-                            lwo__CUdeviceptr bias, int bias_kind, lwo__CUdeviceptr y, int out_kind, int may_split) {
-    int cc = ctx->info.cc_major * 10 + ctx->info.cc_minor;
-    int tc = cc >= 80 && (op != LWO_DTYPE_F8_E4M3 || cc >= 89) && (A & 15u) == 0 && (B & 15u) == 0;
-    uint64_t W = lwo_dtype_size(op);
-    if (tc && ((lda * W) % 16 != 0 || (a_k * W) % 16 != 0)) tc = 0;
-    if (tc && lwo__gemm_wg_ok(ctx, M, N, y))
-        return lwo__gemm_wg(ctx, cs, op, A, lda * W, a_k * W, B, kpad * W, M, N, sa, sw, bias, bias_kind, y, out_kind, may_split);
-    if (tc) {
-        char name[64];
-        uint64_t lda_b = lda * W, akb = a_k * W, ldb_b = kpad * W;
-        uint64_t big = ((M + 127) / 128) * ((N + 127) / 128);
-        int small = big < (uint64_t)ctx->info.sm_count;
-        unsigned BMN = small ? 64 : 128, threads = small ? 128 : 256;
-        unsigned smem = 3u * 2u * BMN * 64u;
-        uint64_t gx = (N + BMN - 1) / BMN, gy = (M + BMN - 1) / BMN;
-        lwo__CUfunction fn;
-        lwo_result r;
-        void *args[13];
-        if (gy > 65535 || gx > 0x7fffffffu) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: M = %llu is more than one launch takes", (unsigned long long)M);
-        args[0] = &A; args[1] = &lda_b; args[2] = &akb; args[3] = &B; args[4] = &ldb_b; args[5] = &M; args[6] = &N;
-        args[7] = &sa; args[8] = &sw; args[9] = &bias; args[10] = &bias_kind; args[11] = &y; args[12] = &out_kind;
-        snprintf(name, sizeof name, "lwo_k_gemm_%s_%s", op == LWO_DTYPE_I8 ? "s8" : lwo__kname(op), small ? "s" : "l");
-        {
-            lwo_module *gm = NULL;
-            if ((r = lwo__gemm_module(ctx, op == LWO_DTYPE_I8 ? "s8" : lwo__kname(op), &gm)) != 0) return r;
-            if ((r = lwo__module_function(ctx, gm, name, &fn)) != 0) return r;
-        }
-        return lwo__launch_fn(ctx, cs, fn, (unsigned)gx, (unsigned)gy, 1, threads, 1, 1, smem, args, name);
-    } else {
-        int ak = lwo__gemm_kind(op), bk = ak;
-        uint64_t gx = (N + 15) / 16, gy = (M + 15) / 16;
-        void *args[15];
-        if (gy > 65535 || gx > 0x7fffffffu) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: M = %llu is more than one launch takes", (unsigned long long)M);
-        args[0] = &A; args[1] = &ak; args[2] = &lda; args[3] = &B; args[4] = &bk; args[5] = &kpad; args[6] = &M; args[7] = &N;
-        args[8] = &a_k; args[9] = &sa; args[10] = &sw; args[11] = &bias; args[12] = &bias_kind; args[13] = &y; args[14] = &out_kind;
-        return lwo__launch(ctx, cs, "lwo_k_gemm_simple", (unsigned)gx, (unsigned)gy, 256, 0, args);
-    }
 }
 
 /* What lwo_streaming_plan reserves for lwo_linear: the largest workspace of the weights' calls, and
@@ -4442,8 +4613,8 @@ static void lwo__reserve_add(const lwo_context *ctx, lwo__reserve *rv, lwo_forma
 static int lwo__weight_shape_ok(const lwo_weight_desc *d) {
     uint64_t n;
     return d && d->rows && d->cols && d->rows <= 0x7fffffffull * 64u && d->cols <= ((uint64_t)1 << 31) &&
-           lwo__mul_ok(d->rows, d->cols + 256u, &n) && n <= ((uint64_t)1 << 40) && (int)d->format >= 0 &&
-           d->format < LWO_FORMAT_COUNT && (!d->hadamard || lwo__hadamard_log(d->hadamard) > 0);
+           lwo__mul_ok(d->rows, d->cols + 256u, &n) && n <= ((uint64_t)1 << 40) && (int)lwo__weight_format(d) > (int)LWO_FORMAT_KEEP &&
+           lwo__weight_format(d) < LWO_FORMAT_F32 && (!d->hadamard || lwo__hadamard_log(d->hadamard) > 0);
 }
 
 LWO_DEF uint64_t lwo_linear_workspace_bytes(lwo_context *ctx, const lwo_weight_desc *descs, size_t count, uint64_t max_rows) {
@@ -4453,7 +4624,7 @@ LWO_DEF uint64_t lwo_linear_workspace_bytes(lwo_context *ctx, const lwo_weight_d
     for (i = 0; i < count; i++) {
         const lwo_weight_desc *d = &descs[i];
         if (!lwo__weight_shape_ok(d)) return 0;
-        lwo__reserve_add(ctx, &rv, d->format, d->rows, d->cols, lwo__kpad(d->cols, d->hadamard ? lwo__hadamard_log(d->hadamard) : 0), max_rows);
+        lwo__reserve_add(ctx, &rv, lwo__weight_format(d), d->rows, d->cols, lwo__kpad(d->cols, d->hadamard ? lwo__hadamard_log(d->hadamard) : 0), max_rows);
     }
     return lwo__round_up(rv.ws, LWO__ALIGN) + rv.split;
 }
@@ -4462,440 +4633,17 @@ LWO_DEF uint64_t lwo_weight_device_bytes(const lwo_weight_desc *d) {
     uint64_t N, K, Kp, b;
     if (!lwo__weight_shape_ok(d)) return 0;
     N = d->rows; K = d->cols; Kp = lwo__kpad(K, d->hadamard ? lwo__hadamard_log(d->hadamard) : 0);
-    b = lwo__round_up(N * Kp * lwo_dtype_size(lwo__format_dtype(d->format)), LWO__ALIGN);
-    if (lwo__format_upcast(d->format)) b += LWO__ALIGN;                  /* the scale */
-    if (lwo__format_w8a8(d->format)) b += lwo__round_up(N * 4, LWO__ALIGN); /* the row scales */
+    b = lwo__round_up(N * Kp * lwo_dtype_size(lwo__format_dtype(lwo__weight_format(d))), LWO__ALIGN);
+    if (lwo__format_upcast(lwo__weight_format(d))) b += LWO__ALIGN;                  /* the scale */
+    if (lwo__format_w8a8(lwo__weight_format(d))) b += lwo__round_up(N * 4, LWO__ALIGN); /* the row scales */
     if (d->bias) b += lwo__round_up(N * 4, LWO__ALIGN);
     if (d->smooth) b += lwo__round_up(K * 4, LWO__ALIGN);
     if (d->perm) b += lwo__round_up(K * 4, LWO__ALIGN);
     return b;
 }
 
-/* Points a streamable weight's tensors at where it is now readable (its slot, or resident storage). */
-static lwo_result lwo__weight_acquire(lwo_context *ctx, lwo__CUstream cs, lwo_weight *w) {
-    lwo__CUdeviceptr base = 0;
-    lwo_result r;
-    if (!w->item) return LWO_SUCCESS;
-    if ((r = lwo__item_acquire(ctx, w->item, cs, &base)) != 0) return r;
-    w->data->ptr = base + lwo__item_part_offset(w->item, 0);
-    if (w->bias) w->bias->ptr = base + lwo__item_part_offset(w->item, 1);
-    if (w->scales) w->scales->ptr = base + lwo__item_part_offset(w->item, 2);
-    return LWO_SUCCESS;
-}
-
-LWO_DEF lwo_result lwo_weight_acquire(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w, lwo_weight_info *out) {
-    lwo__CUstream cs = NULL;
-    lwo_result r;
-    LWO__ENTER(ctx);
-    if ((r = lwo__check_weight(ctx, w)) != 0) return r;
-    LWO__GET_STREAM(ctx, stream, cs);
-    if ((r = lwo__weight_acquire(ctx, cs, (lwo_weight *)w)) != 0) return r;
-    return out ? lwo_weight_get_info(ctx, w, out) : LWO_SUCCESS;
-}
-
-LWO_DEF lwo_result lwo_weight_release(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w) {
-    lwo__CUstream cs = NULL;
-    lwo_result r;
-    LWO__ENTER(ctx);
-    if ((r = lwo__check_weight(ctx, w)) != 0) return r;
-    LWO__GET_STREAM(ctx, stream, cs);
-    return w->item ? lwo__item_release(ctx, w->item, cs) : LWO_SUCCESS;
-}
-
-static lwo_result lwo__linear_run(lwo_context *ctx, lwo_stream *stream, const lwo_tensor *x, const lwo_weight *w,
-                                  const lwo_tensor *bias, lwo_tensor *y);
-
-LWO_DEF lwo_result lwo_linear(lwo_context *ctx, lwo_stream *stream, const lwo_tensor *x, const lwo_weight *w,
-                              const lwo_tensor *bias, lwo_tensor *y) {
-    lwo_result r, r2;
-    LWO__ENTER(ctx);
-    if ((r = lwo__check_weight(ctx, w)) != 0) return r;
-    if (!w->item) return lwo__linear_run(ctx, stream, x, w, bias, y);
-    if ((r = lwo_weight_acquire(ctx, stream, w, NULL)) != 0) return r;
-    r = lwo__linear_run(ctx, stream, x, w, bias, y);
-    if (r) {
-        char keep[LWO__ERROR_CAP];
-        memcpy(keep, ctx->error, sizeof keep); /* release starts afresh; keep the reason */
-        lwo_weight_release(ctx, stream, w);
-        memcpy(ctx->error, keep, sizeof keep);
-        return r;
-    }
-    r2 = lwo_weight_release(ctx, stream, w);
-    return r2;
-}
-
-/* The W8A8 chain: x [M, K] quantized per token into the workspace (q, then the f32 row scales at
-   ws + qbytes), then the GEMM into y [M, N]. The same code launches it, captures it and retargets a
-   graph of it (lwo__launch_fn and ctx->lsink), and runs each row chunk of a chunked call. */
-static lwo_result lwo__w8a8_chain(lwo_context *ctx, lwo__CUstream cs, lwo__CUdeviceptr x, lwo_dtype xt, uint64_t M,
-                                  const lwo_weight *w, lwo__CUdeviceptr ws, lwo__CUdeviceptr bp, int bias_kind,
-                                  lwo__CUdeviceptr y, lwo_dtype yt) {
-    int fp8 = w->format == LWO_FORMAT_FP8_E4M3_W8A8;
-    uint64_t K = w->cols, N = w->rows, Kp = w->kpad, qbytes = lwo__round_up(M * Kp, LWO__ALIGN);
-    lwo__CUdeviceptr sm = w->smooth ? w->smooth->ptr : 0, pm = w->perm ? w->perm->ptr : 0, q = ws, sa = ws + qbytes, sw = w->scales->ptr;
-    lwo_dtype op = fp8 ? LWO_DTYPE_F8_E4M3 : LWO_DTYPE_I8;
-    lwo_result r = lwo__rowq_launch(ctx, cs, x, xt, M, K, pm, sm, 0, w->hlog, fp8, q, Kp, sa);
-    if (r) return r;
-    return lwo__gemm(ctx, cs, op, q, Kp, Kp, w->data->ptr, Kp, M, N, sa, sw, bp, bias_kind < 0 ? 0 : bias_kind, y,
-                     lwo__gemm_kind(yt), 1);
-}
-
-/* Gives up on graphs for weight w after a failed capture or update (the call then runs plainly). */
-static void lwo__w8a8_graphs_off(lwo_context *ctx, lwo_weight *w, const char *why) {
-    lwo__log(ctx, LWO_LOG_INFO, "lwo_linear: no graphs for this %llu x %llu weight from now on: %s", (unsigned long long)w->rows,
-             (unsigned long long)w->cols, why);
-    lwo__weight_graphs_free(ctx, w);
-    w->graphs_off = 1;
-    ctx->stats.linear_graph_fallbacks++;
-    ctx->error[0] = 0;
-}
-
-/* lwo_linear of a W8A8 weight: through the weight's graph cache where it may be used, else plain. */
-static lwo_result lwo__w8a8_linear(lwo_context *ctx, lwo__CUstream cs, const lwo_tensor *x, const lwo_weight *cw,
-                                   lwo__CUdeviceptr ws, lwo__CUdeviceptr bp, int bias_kind, const lwo_tensor *y) {
-    lwo_weight *w = (lwo_weight *)cw;
-    uint64_t M = x->shape[0];
-    int nslots = lwo__graph_slots(ctx), i, capturing = 1, y16 = (y->ptr & 15u) == 0;
-    lwo__lgraph *g = NULL, *victim = NULL;
-    lwo__lsink sink;
-    lwo__CUresult rc;
-    lwo_result r;
-    /* no graphs: when off, for streamed weights (their acquire and release record events), for empty
-       products, and inside the caller's own capture (which must get the plain kernels) */
-    if (ctx->desc.graph_cache < 0 || w->graphs_off || w->item || M == 0 || w->rows == 0 ||
-        ctx->cu.cuStreamIsCapturing(cs, &capturing) != 0 || capturing != 0)
-        return lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype);
-    if (!w->graphs) {
-        w->graphs = (lwo__lgraph *)LWO_MALLOC((size_t)nslots * sizeof *w->graphs);
-        if (!w->graphs) { lwo__w8a8_graphs_off(ctx, w, "out of host memory"); return lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype); }
-        memset(w->graphs, 0, (size_t)nslots * sizeof *w->graphs);
-    }
-    for (i = 0; i < nslots; i++) {
-        lwo__lgraph *e = &w->graphs[i];
-        if (e->used && e->M == M && e->xdt == (int)x->dtype && e->ydt == (int)y->dtype && e->bias_kind == bias_kind && e->y16 == y16) { g = e; break; }
-        /* the slot a capture takes: a free one, else the least recently used */
-        if (!victim || (victim->used && (!e->used || e->stamp < victim->stamp))) victim = e;
-    }
-    if (g) { /* replay: point the nodes at this call's pointers */
-        g->nodes.update = 1; g->nodes.exec = g->exec; g->nodes.n = 0;
-        ctx->lsink = &g->nodes;
-        r = lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype);
-        ctx->lsink = NULL;
-        if (!r && g->nodes.n != g->nnodes) r = lwo__fail(ctx, LWO_ERROR_CUDA, "lwo_linear's graph has %d kernels; this call launched %d", g->nnodes, g->nodes.n);
-        if (!r && (rc = ctx->cu.cuGraphLaunch(g->exec, cs)) != 0) r = lwo__cuda_fail(ctx, rc, "cuGraphLaunch");
-        if (r) { lwo__w8a8_graphs_off(ctx, w, ctx->error); return lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype); }
-        g->stamp = ++w->graph_clock;
-        ctx->stats.linear_graph_hits++;
-        return LWO_SUCCESS;
-    }
-    /* First call at this key: run it plainly (which also loads every module and kernel it needs,
-       lazily loaded ones included, outside the capture), then capture the chain, instantiate and
-       launch it, so the graph writes the same result once more. A failed capture leaves the plain
-       result standing. */
-    if ((r = lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype)) != 0) return r;
-    if (victim->used) { lwo__lgraph_drop(ctx, victim); ctx->stats.linear_graph_evictions++; }
-    g = victim;
-    memset(&sink, 0, sizeof sink);
-    if ((rc = ctx->cu.cuStreamBeginCapture(cs, 2 /* relaxed: other streams and threads go on */)) != 0) {
-        lwo__cuda_fail(ctx, rc, "cuStreamBeginCapture");
-        lwo__w8a8_graphs_off(ctx, w, ctx->error);
-        return LWO_SUCCESS;
-    }
-    ctx->lsink = &sink;
-    r = lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype);
-    ctx->lsink = NULL;
-    rc = ctx->cu.cuStreamEndCapture(cs, &g->graph); /* always: the stream leaves capture mode */
-    if (!r && rc) r = lwo__cuda_fail(ctx, rc, "cuStreamEndCapture");
-    if (!r && (rc = ctx->cu.cuGraphInstantiateWithFlags(&g->exec, g->graph, 0)) != 0) r = lwo__cuda_fail(ctx, rc, "cuGraphInstantiateWithFlags");
-    g->used = 1; /* from here lwo__lgraph_drop frees what was made */
-    if (!r && (rc = ctx->cu.cuGraphLaunch(g->exec, cs)) != 0) r = lwo__cuda_fail(ctx, rc, "cuGraphLaunch");
-    /* a launch that failed enqueued nothing: the plain result stands */
-    if (r) { lwo__w8a8_graphs_off(ctx, w, ctx->error); return LWO_SUCCESS; }
-    g->M = M; g->xdt = (int)x->dtype; g->ydt = (int)y->dtype; g->bias_kind = bias_kind; g->y16 = y16;
-    g->nodes = sink;
-    g->nnodes = sink.n;
-    g->stamp = ++w->graph_clock;
-    ctx->stats.linear_graph_captures++;
-    return LWO_SUCCESS;
-}
-
-static lwo_result lwo__linear_run(lwo_context *ctx, lwo_stream *stream, const lwo_tensor *x, const lwo_weight *w,
-                                  const lwo_tensor *bias, lwo_tensor *y) {
-    lwo__CUstream cs;
-    lwo_result r;
-    uint64_t M, N, K, Kp, xrow, yrow;
-    lwo__CUdeviceptr bp = 0, ws = 0;
-    int bias_kind = 0, out_kind;
-    LWO__ENTER(ctx);
-    LWO__CHECK_TENSOR(ctx, x);
-    LWO__CHECK_TENSOR(ctx, y);
-    if (bias) LWO__CHECK_TENSOR(ctx, bias);
-    if ((r = lwo__check_weight(ctx, w)) != 0) return r;
-    LWO__GET_STREAM(ctx, stream, cs);
-    if (x->ndim != 2 || (x->dtype != LWO_DTYPE_BF16 && x->dtype != LWO_DTYPE_F16))
-        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: argument 'x' must be a 2-D bf16 or f16 tensor [M, K] (it is %dd %s)", x->ndim, lwo_dtype_name(x->dtype));
-    M = x->shape[0]; K = x->shape[1]; N = w->rows; Kp = w->kpad;
-    if (K != w->cols) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: 'x' has K = %llu columns; the weight has %llu", (unsigned long long)K, (unsigned long long)w->cols);
-    if (y->ndim != 2 || y->shape[0] != M || y->shape[1] != N || !lwo__is_float(y->dtype))
-        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: argument 'y' must be f32, f16 or bf16 [%llu, %llu]", (unsigned long long)M, (unsigned long long)N);
-    if ((w->format == LWO_FORMAT_BF16 && x->dtype != LWO_DTYPE_BF16) || (w->format == LWO_FORMAT_F16 && x->dtype != LWO_DTYPE_F16))
-        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: 'x' is %s but the weight is %s; they must match", lwo_dtype_name(x->dtype), lwo__format_name(w->format));
-    if (bias) {
-        if (!lwo__is_float(bias->dtype) || bias->numel != N)
-            return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: argument 'bias' must be f32, f16 or bf16 with %llu elements", (unsigned long long)N);
-        bp = bias->ptr; bias_kind = lwo__gemm_kind(bias->dtype);
-    } else if (w->bias) { bp = w->bias->ptr; bias_kind = 0; }
-    out_kind = lwo__gemm_kind(y->dtype);
-    xrow = K * lwo_dtype_size(x->dtype);
-    yrow = N * lwo_dtype_size(y->dtype);
-    if (M > 0x7fffffffu) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: M = %llu is more than one launch takes", (unsigned long long)M);
-    switch (w->format) {
-    case LWO_FORMAT_BF16: case LWO_FORMAT_F16: case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E5M2: {
-        int upcast = w->format == LWO_FORMAT_FP8_E4M3 || w->format == LWO_FORMAT_FP8_E5M2;
-        int pad = (K % 8) != 0 || !lwo__aligned16(x->ptr);
-        lwo__CUdeviceptr B = w->data->ptr, xpad = 0;
-        uint64_t rows = M, m0;
-        /* sized before anything is queued: growing synchronizes and allocates */
-        if ((upcast || pad) && (r = lwo__linear_space(ctx, w, M, pad, &ws, &rows)) != 0) return r;
-        if (upcast) {
-            if ((r = lwo__convert_launch(ctx, cs, w->data->ptr, w->data->dtype, ws, x->dtype, N * Kp, 1.0f, w->scales->ptr, "lwo_k_convert")) != 0) return r;
-            B = ws;
-            xpad = ws + lwo__round_up(N * Kp * 2, LWO__ALIGN);
-        } else xpad = ws;
-        for (m0 = 0; m0 < M; m0 += rows) {
-            uint64_t mc = M - m0 < rows ? M - m0 : rows, lda = K;
-            lwo__CUdeviceptr A = x->ptr + m0 * xrow;
-            if (pad) {
-                if ((r = lwo__pad_launch(ctx, cs, A, x->dtype, mc, K, 0, xpad, x->dtype, Kp)) != 0) return r;
-                A = xpad;
-                lda = Kp;
-            }
-            if ((r = lwo__gemm(ctx, cs, x->dtype, A, lda, lda, B, Kp, mc, N, 0, 0, bp, bias_kind, y->ptr + m0 * yrow, out_kind, ws != 0)) != 0) return r;
-        }
-        return LWO_SUCCESS;
-    }
-    case LWO_FORMAT_INT8: case LWO_FORMAT_FP8_E4M3_W8A8: {
-        uint64_t rows, m0;
-        int kind = bias ? bias_kind : (w->bias ? 0 : -1);
-        if ((r = lwo__linear_space(ctx, w, M, 0, &ws, &rows)) != 0) return r;
-        if (rows == M) return lwo__w8a8_linear(ctx, cs, x, w, ws, bp, kind, y);
-        for (m0 = 0; m0 < M; m0 += rows) {   /* chunked: plain launches, no graph */
-            uint64_t mc = M - m0 < rows ? M - m0 : rows;
-            if ((r = lwo__w8a8_chain(ctx, cs, x->ptr + m0 * xrow, x->dtype, mc, w, ws, bp, kind, y->ptr + m0 * yrow, y->dtype)) != 0) return r;
-        }
-        return LWO_SUCCESS;
-    }
-    default: return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: the weight has an invalid format");
-    }
-}
-
-/* ---- context lifetime ---- */
-static void lwo__engine_free(lwo_context *ctx); /* section 8 */
-LWO_DEF const char *lwo_result_string(lwo_result r) {
-    static const char *const names[LWO_RESULT_COUNT] = {
-        "LWO_SUCCESS", "LWO_ERROR_INVALID_ARGUMENT", "LWO_ERROR_OUT_OF_HOST_MEMORY", "LWO_ERROR_NO_DRIVER",
-        "LWO_ERROR_STUB_DRIVER", "LWO_ERROR_DRIVER_SYMBOL", "LWO_ERROR_NO_DEVICE", "LWO_ERROR_NO_NVRTC",
-        "LWO_ERROR_COMPILE", "LWO_ERROR_OUT_OF_BUDGET", "LWO_ERROR_OUT_OF_DEVICE_MEMORY", "LWO_ERROR_BAD_FILE",
-        "LWO_ERROR_IO", "LWO_ERROR_UNSUPPORTED", "LWO_ERROR_NOT_FOUND", "LWO_ERROR_CUDA",
-    };
-    return (r >= 0 && r < LWO_RESULT_COUNT) ? names[r] : "LWO_ERROR_UNKNOWN";
-}
-
-LWO_DEF const char *lwo_last_error(const lwo_context *ctx) {
-    if (!ctx) return "no context (lwo_create could not allocate one, or NULL was passed)";
-    if (ctx->magic != LWO__MAGIC_CTX) return "not a live lwo_context";
-    return ctx->error;
-}
-
-/* All defaults are resolved here, once; the rest of the code never tests for zero. */
-static lwo_result lwo__desc_defaults(lwo_context *ctx, const lwo_desc *in) {
-    char buf[4096];
-    ctx->desc = *in;
-    if (ctx->desc.log_level == 0) ctx->desc.log_level = LWO_LOG_WARN;
-    ctx->driver_path = lwo__strdup(in->driver_path ? in->driver_path : LWO__DRIVER_DEFAULT);
-    ctx->nvrtc_path = in->nvrtc_path ? lwo__strdup(in->nvrtc_path) : NULL;
-    buf[0] = 0;
-    if (in->cache_dir) snprintf(buf, sizeof buf, "%s", in->cache_dir);
-    else if (!lwo__env("LWO_CACHE_DIR", buf, sizeof buf) && !lwo__default_cache_dir(buf, sizeof buf)) buf[0] = 0;
-    ctx->cache_dir = (buf[0] && strcmp(buf, "-") != 0) ? lwo__strdup(buf) : NULL;
-    if (!ctx->driver_path || (in->nvrtc_path && !ctx->nvrtc_path) || (buf[0] && strcmp(buf, "-") && !ctx->cache_dir))
-        return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-    if (ctx->desc.pinned_cap == 0) {
-        uint64_t ram = lwo__phys_ram();
-        ctx->desc.pinned_cap = ram ? ram / 2 : (uint64_t)8 << 30;
-    }
-    ctx->desc.driver_path = ctx->driver_path;
-    ctx->desc.nvrtc_path = ctx->nvrtc_path;
-    ctx->desc.cache_dir = ctx->cache_dir;
-    return LWO_SUCCESS;
-}
-
-#define LWO__MIB ((uint64_t)1 << 20)
-
-static lwo_result lwo__create_gpu(lwo_context *ctx) {
-    double t0 = lwo__now_ms(), t;
-    int count = 0, v;
-    size_t freeb = 0, totalb = 0;
-    lwo__CUresult rc;
-    lwo_result r;
-    const char *parts[sizeof lwo__kernel_source_parts / sizeof *lwo__kernel_source_parts];
-    static const char *const kopts[] = { "--fmad=false", NULL };
-    size_t i;
-
-    r = lwo__driver_load(&ctx->cu, ctx->driver_path, ctx->error, sizeof ctx->error);
-    if (r) return r;
-    ctx->times.load_driver_ms = lwo__now_ms() - t0;
-    t = lwo__now_ms();
-    rc = ctx->cu.cuInit(0);
-    ctx->times.cu_init_ms = lwo__now_ms() - t;
-    if (rc == LWO__CUDA_ERROR_STUB_LIBRARY) return lwo__fail(ctx, LWO_ERROR_STUB_DRIVER, "'%s' is the CUDA toolkit's stub libcuda, not a driver", ctx->driver_path);
-    if (rc == LWO__CUDA_ERROR_NO_DEVICE) return lwo__fail(ctx, LWO_ERROR_NO_DEVICE, "cuInit: the driver found no CUDA device");
-    if (rc) return lwo__cuda_fail(ctx, rc, "cuInit");
-    ctx->cu.cuDriverGetVersion(&ctx->info.driver_version);
-    LWO__CU(ctx, cuDeviceGetCount(&count));
-    if (ctx->desc.device < 0 || ctx->desc.device >= count)
-        return lwo__fail(ctx, LWO_ERROR_NO_DEVICE, "lwo_desc.device is %d but the driver sees %d CUDA device(s)", ctx->desc.device, count);
-    LWO__CU(ctx, cuDeviceGet(&ctx->dev, ctx->desc.device));
-
-    t = lwo__now_ms();
-    if (ctx->desc.cu_context) {
-        ctx->cuctx = (lwo__CUcontext)ctx->desc.cu_context;
-    } else {
-        LWO__CU(ctx, cuDevicePrimaryCtxRetain(&ctx->cuctx, ctx->dev));
-        ctx->own_ctx = 1;
-    }
-    LWO__CU(ctx, cuCtxSetCurrent(ctx->cuctx));
-    ctx->times.context_ms = lwo__now_ms() - t;
-
-    LWO__CU(ctx, cuDeviceGetName(ctx->info.name, (int)sizeof ctx->info.name, ctx->dev));
-    LWO__CU(ctx, cuDeviceGetAttribute(&ctx->info.cc_major, LWO__CU_ATTR_CC_MAJOR, ctx->dev));
-    LWO__CU(ctx, cuDeviceGetAttribute(&ctx->info.cc_minor, LWO__CU_ATTR_CC_MINOR, ctx->dev));
-    LWO__CU(ctx, cuDeviceGetAttribute(&ctx->info.sm_count, LWO__CU_ATTR_SM_COUNT, ctx->dev));
-    LWO__CU(ctx, cuDeviceGetAttribute(&v, LWO__CU_ATTR_MAX_SMEM_OPTIN, ctx->dev));
-    ctx->info.max_smem_per_block = v;
-    LWO__CU(ctx, cuMemGetInfo(&freeb, &totalb));
-    ctx->info.total_memory = totalb;
-    ctx->info.free_memory_at_create = freeb;
-    lwo__arch_name(ctx->info.cc_major, ctx->info.cc_minor, ctx->info.arch, sizeof ctx->info.arch);
-    if (ctx->info.cc_major * 10 + ctx->info.cc_minor < 75)
-        return lwo__fail(ctx, LWO_ERROR_UNSUPPORTED, "%s has compute capability %d.%d; lwo needs 7.5 or newer", ctx->info.name, ctx->info.cc_major, ctx->info.cc_minor);
-
-    if (ctx->desc.cu_stream) {
-        ctx->compute = (lwo__CUstream)ctx->desc.cu_stream;
-    } else {
-        LWO__CU(ctx, cuStreamCreate(&ctx->compute, LWO__CU_STREAM_NON_BLOCKING));
-        ctx->own_stream = 1;
-    }
-
-    t = lwo__now_ms();
-    if (ctx->desc.vram_budget == 0) {
-        uint64_t b = (uint64_t)((double)freeb * 0.9);
-        b = b > 256 * LWO__MIB ? b - 256 * LWO__MIB : 0;
-        ctx->desc.vram_budget = b / (2 * LWO__MIB) * (2 * LWO__MIB);
-    }
-    if (ctx->desc.vram_budget < LWO__MIB)
-        return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET, "a VRAM budget of %llu bytes is below lwo's minimum of 1 MiB", (unsigned long long)ctx->desc.vram_budget);
-    if (ctx->desc.vram_budget > freeb)
-        return lwo__fail(ctx, LWO_ERROR_OUT_OF_DEVICE_MEMORY, "lwo_desc.vram_budget is %llu bytes but %s has only %llu free",
-                         (unsigned long long)ctx->desc.vram_budget, ctx->info.name, (unsigned long long)freeb);
-    rc = ctx->cu.cuMemAlloc(&ctx->arena, (size_t)ctx->desc.vram_budget);
-    if (rc) return lwo__cuda_fail(ctx, rc, "cuMemAlloc of the arena (lwo_desc.vram_budget)");
-    ctx->arena_size = ctx->desc.vram_budget;
-    ctx->free_list = (lwo__block *)LWO_MALLOC(16 * sizeof *ctx->free_list);
-    if (!ctx->free_list) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-    ctx->capfree = 16;
-    ctx->nfree = 1;
-    ctx->free_list[0].off = 0;
-    ctx->free_list[0].size = ctx->arena_size;
-    {
-        uint64_t off, size;
-        if ((r = lwo__arena_alloc(ctx, LWO__ALIGN, &off, &size, "lwo's scratch")) != 0) return r;
-        ctx->scratch = ctx->arena + off;
-    }
-    ctx->times.arena_ms = lwo__now_ms() - t;
-
-    t = lwo__now_ms();
-    for (i = 0; i < sizeof parts / sizeof *parts; i++) parts[i] = lwo__kernel_source_parts[i];
-    r = lwo__module_build(ctx, parts, sizeof parts / sizeof *parts, "lwo_kernels.cu", kopts, &ctx->kernels);
-    if (r) return r;
-    ctx->times.module_ms = lwo__now_ms() - t;
-    ctx->times.module_from_cache = ctx->kernels->from_cache;
-    lwo__log(ctx, LWO_LOG_INFO, "%s (%s, %d SMs), kernels %s in %.1f ms", ctx->info.name, ctx->info.arch, ctx->info.sm_count,
-             ctx->kernels->from_cache ? "from cache" : "compiled", ctx->times.module_ms);
-    return LWO_SUCCESS;
-}
-
-LWO_DEF lwo_result lwo_create(const lwo_desc *desc, lwo_context **out) {
-    lwo_context *ctx;
-    lwo_result r;
-    double t0 = lwo__now_ms();
-    lwo_desc zero;
-    if (!out) return LWO_ERROR_INVALID_ARGUMENT;
-    *out = NULL;
-    ctx = (lwo_context *)LWO_MALLOC(sizeof *ctx);
-    if (!ctx) return LWO_ERROR_OUT_OF_HOST_MEMORY;
-    memset(ctx, 0, sizeof *ctx);
-    ctx->magic = LWO__MAGIC_CTX;
-    *out = ctx;
-    memset(&zero, 0, sizeof zero);
-    if ((r = lwo__desc_defaults(ctx, desc ? desc : &zero)) != 0) return r;
-    r = lwo__create_gpu(ctx);
-    ctx->times.total_ms = lwo__now_ms() - t0;
-    if (r) {
-        if (!ctx->error[0]) snprintf(ctx->error, sizeof ctx->error, "%s", lwo_result_string(r));
-        lwo__log(ctx, LWO_LOG_ERROR, "lwo_create: %s", ctx->error);
-        return r;
-    }
-    ctx->ok = 1;
-    return LWO_SUCCESS;
-}
-
-LWO_DEF void lwo_destroy(lwo_context *ctx) {
-    if (!ctx || ctx->magic != LWO__MAGIC_CTX) return;
-    if (ctx->cu.cuCtxSetCurrent && ctx->cuctx) {
-        ctx->cu.cuCtxSetCurrent(ctx->cuctx);
-        if (ctx->compute) ctx->cu.cuStreamSynchronize(ctx->compute);
-    }
-    while (ctx->weights) lwo_weight_destroy(ctx, ctx->weights);
-    while (ctx->tensors) lwo__tensor_free(ctx, ctx->tensors);
-    while (ctx->streams) lwo_stream_destroy(ctx, ctx->streams);
-    while (ctx->events) lwo_event_destroy(ctx, ctx->events);
-    while (ctx->modules) lwo_module_destroy(ctx, ctx->modules);
-    lwo__engine_free(ctx);
-    while (ctx->host_blocks) lwo_host_free(ctx, ctx->host_blocks->p);
-    if (ctx->kernels) lwo__module_free(ctx, ctx->kernels);
-    {
-        int v;
-        for (v = 0; v < 4; v++) if (ctx->gemm_modules[v]) lwo__module_free(ctx, ctx->gemm_modules[v]);
-    }
-    if (ctx->arena) ctx->cu.cuMemFree(ctx->arena);
-    if (ctx->own_stream && ctx->compute) ctx->cu.cuStreamDestroy(ctx->compute);
-    if (ctx->own_ctx) ctx->cu.cuDevicePrimaryCtxRelease(ctx->dev);
-    lwo__nvrtc_unload(&ctx->nvrtc);
-    lwo__driver_unload(&ctx->cu);
-    LWO_FREE(ctx->free_list);
-    LWO_FREE(ctx->cache_dir);
-    LWO_FREE(ctx->nvrtc_path);
-    LWO_FREE(ctx->driver_path);
-    ctx->magic = 0;
-    LWO_FREE(ctx);
-}
-
-LWO_DEF lwo_result lwo_device_info_get(lwo_context *ctx, lwo_device_info *out) {
-    LWO__ENTER(ctx);
-    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
-    *out = ctx->info;
-    return LWO_SUCCESS;
-}
-
-LWO_DEF lwo_result lwo_startup_times_get(lwo_context *ctx, lwo_startup_times *out) {
-    LWO__ENTER(ctx);
-    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
-    *out = ctx->times;
-    return LWO_SUCCESS;
-}
-
-/* ==== 8. Streaming engine ==================================================================== */
+/* ==== 10. Streaming ========================================================================== */
+/* The planner, then the engine: the staging ring, the offload streams, the protocol, passes. */
 /* The planner. Streamed bytes per pass are what the time of an offloaded pass is made of, so the
    plan keeps as many bytes resident as fit; the ring's slot size is set by the largest streamed
    weight, so each candidate slot size (each distinct weight size, largest first) is tried: every
@@ -5153,17 +4901,19 @@ static int lwo__plan_timed(lwo__plan_model *m, uint64_t room, int max_slots, lwo
     return 1;
 }
 
-LWO_DEF lwo_result lwo_plan_make(const lwo_plan_desc *desc, lwo_plan *out, char *err, size_t err_size) {
+LWO_DEF lwo_result lwo_plan_create(const lwo_plan_desc *desc, lwo_plan *out) {
     size_t i, j, n, *order = NULL, largest_i = 0;
     uint64_t *sizes = NULL, total = 0, best_stream = UINT64_MAX;
     int max_slots, best_slots = 0, timed;
     uint64_t best_slot = 0;
     uint8_t *flags = NULL, *best = NULL;
-    char dummy[1];
-    if (!err || !err_size) { err = dummy; err_size = sizeof dummy; }
-    err[0] = 0;
-    if (!desc || !out) { snprintf(err, err_size, "argument '%s' is NULL", desc ? "out" : "desc"); return LWO_ERROR_INVALID_ARGUMENT; }
+    char *err;
+    size_t err_size;
+    if (!out) return LWO_ERROR_INVALID_ARGUMENT;
     memset(out, 0, sizeof *out);
+    err = out->error;
+    err_size = sizeof out->error;
+    if (!desc) { snprintf(err, err_size, "argument 'desc' is NULL"); return LWO_ERROR_INVALID_ARGUMENT; }
     n = desc->count;
     if (n && !desc->weight_bytes) { snprintf(err, err_size, "argument 'desc->weight_bytes' is NULL"); return LWO_ERROR_INVALID_ARGUMENT; }
     max_slots = desc->max_slots > 0 ? desc->max_slots : 4;
@@ -5295,12 +5045,11 @@ invalid:
     return LWO_ERROR_INVALID_ARGUMENT;
 }
 
-LWO_DEF void lwo_plan_free(lwo_plan *plan) {
+LWO_DEF void lwo_plan_destroy(lwo_plan *plan) {
     if (!plan) return;
     LWO_FREE(plan->resident);
     memset(plan, 0, sizeof *plan);
 }
-
 
 /* The engine. An item is what streams: up to three byte ranges of host memory (weight, then bias,
    then scales: the weight first, so the largest transfer starts soonest) laid out at fixed offsets
@@ -5322,23 +5071,6 @@ LWO_DEF void lwo_plan_free(lwo_plan *plan) {
    - the ring is filled in use order, so transfers run as far ahead as it has room; a prefetch
      never overwrites a weight fetched for a use still to come, or one acquired. */
 #define LWO__MAX_OFFLOAD 8
-#define LWO__PARTS 3
-
-struct lwo__item {
-    const void *host[LWO__PARTS];
-    uint64_t bytes[LWO__PARTS], offset[LWO__PARTS];
-    uint64_t total;        /* device bytes, parts at 256-byte aligned offsets */
-    int force;             /* 0 auto, 1 resident, 2 streamed */
-    int joined;            /* parts from this one on lie in one host block as on the device (3: none) */
-    int resident;
-    lwo__CUdeviceptr dev;  /* resident storage, or its place in the ring while it has one */
-    uint64_t arena_off, arena_size;
-    int fill;              /* index of its fill in the ring, -1 when in none */
-    int acquired;
-    int dead;              /* its weight was destroyed; the id stays so the order stays valid */
-    uint32_t id;
-};
-
 /* Ring bytes [off, off + size) hold item `item`. With item -1 the fill is a remnant: its weight was
    destroyed, or a later fill overwrote part of it. Its bytes stay taken, so the next writer there
    still waits for their last reader and their transfer. */
@@ -5362,8 +5094,6 @@ typedef struct lwo__mark { size_t pre, post, pos, uses; } lwo__mark;
 typedef struct lwo__xfer { size_t start, end; uint64_t bytes; double s, e; /* ms, when read */ } lwo__xfer;
 
 typedef struct lwo__engine {
-    lwo__item **items;
-    size_t nitems, capitems;
     lwo__CUdeviceptr ring;
     uint64_t ring_bytes, slot_bytes, ring_arena_off, ring_arena_size;
     uint64_t head;         /* where the next fill goes when it fits before the end */
@@ -5377,7 +5107,7 @@ typedef struct lwo__engine {
     int joined[LWO__MAX_OFFLOAD];        /* stream k has joined the open capture */
     uint32_t *order, *learning; /* use order (item ids) and the one being learned */
     size_t norder, nlearning, caplearning, pos;
-    int order_known, in_pass, capturing;
+    int order_known, in_pass;
     uint64_t fill_counter;
     lwo__CUevent fork;     /* joins offload streams into a capture */
     /* the last fill's ready event and its stream (-1: none since the ring was last forgotten): the
@@ -5421,10 +5151,6 @@ typedef struct lwo__engine {
     uint64_t cap_bytes0, cap_transfers0; /* stats when the open capture began */
 } lwo__engine;
 
-/* bytes, transfers: what one launch moves (stats count them per launch, not at capture) */
-struct lwo_graph { uint32_t magic; lwo_context *ctx; lwo__CUgraph graph; lwo__CUgraphExec exec; uint64_t bytes, transfers; };
-#define LWO__MAGIC_GRAPH 0x6c776f47u
-
 static lwo_result lwo__engine_get(lwo_context *ctx, lwo__engine **out) {
     lwo__engine *e = ctx->engine;
     int i;
@@ -5448,11 +5174,11 @@ static lwo_result lwo__engine_get(lwo_context *ctx, lwo__engine **out) {
 
 /* Forgets what the ring holds (after a capture, whose transfers did not run, or a graph launch):
    the next use fetches again. */
-static void lwo__engine_forget_ring(lwo__engine *e) {
+static void lwo__engine_forget_ring(lwo_context *ctx, lwo__engine *e) {
     int i;
     for (i = 0; i < e->nfills; i++) {
         lwo__fill *f = &e->fills[i];
-        if (f->live && f->item >= 0) { e->items[f->item]->fill = -1; e->items[f->item]->dev = 0; }
+        if (f->live && f->item >= 0) { ctx->items[f->item]->fill = -1; ctx->items[f->item]->dev = 0; }
         f->live = 0;
     }
     e->head = 0;
@@ -5461,7 +5187,7 @@ static void lwo__engine_forget_ring(lwo__engine *e) {
 
 static void lwo__engine_free_ring(lwo_context *ctx, lwo__engine *e) {
     int i;
-    lwo__engine_forget_ring(e);
+    lwo__engine_forget_ring(ctx, e);
     for (i = 0; i < e->nfills; i++) {
         if (e->fills[i].ready) ctx->cu.cuEventDestroy(e->fills[i].ready);
         if (e->fills[i].consumed) ctx->cu.cuEventDestroy(e->fills[i].consumed);
@@ -5481,59 +5207,17 @@ static void lwo__engine_free(lwo_context *ctx) {
     if (!e) return;
     for (k = 0; k < e->nstreams; k++) if (e->streams[k]) ctx->cu.cuStreamSynchronize(e->streams[k]);
     lwo__engine_free_ring(ctx, e);
-    for (i = 0; i < e->nitems; i++) LWO_FREE(e->items[i]);
     for (k = 0; k < e->nstreams; k++) if (e->streams[k]) ctx->cu.cuStreamDestroy(e->streams[k]);
     if (e->fork) ctx->cu.cuEventDestroy(e->fork);
     if (e->graph_done) ctx->cu.cuEventDestroy(e->graph_done);
     for (i = 0; i < e->capwait; i++) if (e->wait_ev[i]) ctx->cu.cuEventDestroy(e->wait_ev[i]);
-    LWO_FREE(e->wait_ev);
-    LWO_FREE(e->marks);
-    LWO_FREE(e->xfers);
-    LWO_FREE(e->use_ms);
-    LWO_FREE(e->use_least);
-    LWO_FREE(e->pass_ms);
+    LWO_FREE(e->wait_ev); LWO_FREE(e->marks); LWO_FREE(e->xfers);
+    LWO_FREE(e->use_ms); LWO_FREE(e->use_least); LWO_FREE(e->pass_ms);
     for (k = 0; k < 2; k++) if (e->pass_ev[k]) ctx->cu.cuEventDestroy(e->pass_ev[k]);
-    LWO_FREE(e->items); LWO_FREE(e->order); LWO_FREE(e->learning);
+    LWO_FREE(e->order); LWO_FREE(e->learning);
     LWO_FREE(e);
     ctx->engine = NULL;
 }
-
-/* Registers host byte ranges as one streamable item (the weight code calls this). force: 0 let
-   the plan decide, 1 always resident, 2 always streamed. The host memory must outlive the item. */
-static lwo_result lwo__item_create(lwo_context *ctx, const void *const host[LWO__PARTS], const uint64_t bytes[LWO__PARTS],
-                                   int force, lwo__item **out) {
-    lwo__engine *e;
-    lwo__item *it;
-    lwo_result r;
-    int p;
-    if ((r = lwo__engine_get(ctx, &e)) != 0) return r;
-    it = (lwo__item *)LWO_MALLOC(sizeof *it);
-    if (!it) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-    memset(it, 0, sizeof *it);
-    for (p = 0; p < LWO__PARTS; p++) {
-        it->host[p] = host[p];
-        it->bytes[p] = host[p] ? bytes[p] : 0;
-        it->offset[p] = it->total;
-        it->total += (it->bytes[p] + LWO__ALIGN - 1) / LWO__ALIGN * LWO__ALIGN;
-    }
-    it->force = force;
-    it->joined = LWO__PARTS;
-    it->fill = -1;
-    if (e->nitems == e->capitems) {
-        size_t cap = e->capitems * 2 + 64;
-        lwo__item **ni = (lwo__item **)LWO_REALLOC(e->items, cap * sizeof *ni);
-        if (!ni) { LWO_FREE(it); return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory"); }
-        e->items = ni;
-        e->capitems = cap;
-    }
-    it->id = (uint32_t)e->nitems;
-    e->items[e->nitems++] = it;
-    *out = it;
-    return LWO_SUCCESS;
-}
-
-/* Says that the item's parts from `first` on lie in one host block laid out as on the device. */
-static void lwo__item_join_parts(lwo__item *it, int first) { it->joined = first; }
 
 /* Copies an item's parts into device memory at dst, on stream s, weight bytes first. Parts whose
    host bytes lie as they will on the device travel in one copy: a small copy costs about as much
@@ -5608,7 +5292,7 @@ static void lwo__engine_harvest(lwo_context *ctx, lwo__engine *e, int wait, size
     float ms;
     int k;
     size_t read = 0;
-    if (wait && e->capturing) wait = 0;   /* a capturing stream cannot be synchronized */
+    if (wait && ctx->capturing) wait = 0;   /* a capturing stream cannot be synchronized */
     if (wait) {
         ctx->cu.cuStreamSynchronize(ctx->compute);
         for (k = 0; k < e->nstreams; k++) ctx->cu.cuStreamSynchronize(e->streams[k]);   /* prefetches no use waited for yet */
@@ -5705,14 +5389,9 @@ static lwo_result lwo__engine_event(lwo_context *ctx, lwo__engine *e, lwo__CUstr
 
 /* Appends a mark (pre == post: one event) after recording its events; nothing inside a capture. */
 static lwo_result lwo__engine_mark(lwo_context *ctx, lwo__engine *e, size_t pre, size_t post, size_t pos, size_t uses) {
-    lwo__mark *m;
-    if (e->nmarks == e->capmarks) {
-        size_t cap = e->capmarks ? e->capmarks * 2 : 256;
-        lwo__mark *nm = (lwo__mark *)LWO_REALLOC(e->marks, cap * sizeof *nm);
-        if (!nm) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-        e->marks = nm;
-        e->capmarks = cap;
-    }
+    lwo__mark *m = (lwo__mark *)lwo__grow(e->marks, e->nmarks, &e->capmarks, sizeof *m, 256);
+    if (!m) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    e->marks = m;
     m = &e->marks[e->nmarks++];
     m->pre = pre; m->post = post; m->pos = pos; m->uses = uses;
     return LWO_SUCCESS;
@@ -5720,13 +5399,9 @@ static lwo_result lwo__engine_mark(lwo_context *ctx, lwo__engine *e, size_t pre,
 
 /* Appends a transfer's events (recorded around its copy on its offload stream) and bytes. */
 static lwo_result lwo__engine_xfer(lwo_context *ctx, lwo__engine *e, size_t start, size_t end, uint64_t bytes) {
-    if (e->nxfers == e->capxfers) {
-        size_t cap = e->capxfers ? e->capxfers * 2 : 256;
-        lwo__xfer *nx = (lwo__xfer *)LWO_REALLOC(e->xfers, cap * sizeof *nx);
-        if (!nx) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-        e->xfers = nx;
-        e->capxfers = cap;
-    }
+    lwo__xfer *nx = (lwo__xfer *)lwo__grow(e->xfers, e->nxfers, &e->capxfers, sizeof *nx, 256);
+    if (!nx) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    e->xfers = nx;
     memset(&e->xfers[e->nxfers], 0, sizeof *e->xfers);
     e->xfers[e->nxfers].start = start; e->xfers[e->nxfers].end = end; e->xfers[e->nxfers].bytes = bytes;
     e->nxfers++;
@@ -5745,12 +5420,11 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, const lwo_streaming_desc
     uint8_t *must;
     size_t i, n, ev0 = 0, ev1 = 0, demoted = 0;
     int k;
-    char err[512];
     LWO__ENTER(ctx);
     if (!desc) { memset(&zero, 0, sizeof zero); desc = &zero; }
     if ((r = lwo__engine_get(ctx, &e)) != 0) return r;
     if (e->in_pass) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_streaming_plan inside a pass: end it first (lwo_pass_end, or lwo_pass_abort after a failed call)");
-    if (e->capturing) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_streaming_plan inside a graph capture");
+    if (ctx->capturing) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_streaming_plan inside a graph capture");
     LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
     for (k = 0; k < e->nstreams; k++) LWO__CU(ctx, cuStreamSynchronize(e->streams[k]));
     /* start from nothing placed: resident storage, the ring, lwo_linear's workspace and the split
@@ -5758,8 +5432,8 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, const lwo_streaming_desc
        sits between the last plan's blocks, and would split the room this plan counts on) */
     ctx->planned = 0;
     lwo__engine_free_ring(ctx, e);
-    for (i = 0; i < e->nitems; i++) {
-        lwo__item *it = e->items[i];
+    for (i = 0; i < ctx->nitems; i++) {
+        lwo__item *it = ctx->items[i];
         if (it->arena_size) { lwo__arena_free(ctx, it->arena_off, it->arena_size); it->arena_size = 0; }
         it->resident = 0; it->dev = 0;
     }
@@ -5780,13 +5454,13 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, const lwo_streaming_desc
     }
     rv.ws = lwo__round_up(rv.ws, LWO__ALIGN);
     reserve = rv.ws + rv.split + lwo__round_up(desc->free_bytes, LWO__ALIGN) + 64 * LWO__ALIGN; /* allocator rounding headroom */
-    n = e->nitems;
+    n = ctx->nitems;
     sizes = (uint64_t *)LWO_MALLOC((n + 1) * (sizeof *sizes + 1));
     if (!sizes) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     must = (uint8_t *)(sizes + n + 1);
     /* forced-resident items are placed first; the plan divides what is left among the others */
     for (i = 0; i < n; i++) {
-        lwo__item *it = e->items[i];
+        lwo__item *it = ctx->items[i];
         sizes[i] = (it->force == 1 || it->dead) ? 0 : it->total;
         must[i] = it->force == 2;
         if (it->force == 1 && !it->dead) forced += it->total;
@@ -5825,34 +5499,34 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, const lwo_streaming_desc
     }
     e->xfer_busy_ms = 0;
     e->xfer_bytes = 0;
-    r = lwo_plan_make(&pd, &plan, err, sizeof err);
+    r = lwo_plan_create(&pd, &plan);
     LWO_FREE(sizes);
-    if (r) return lwo__fail(ctx, r, "streaming plan: %s", err);
+    if (r) { lwo__fail(ctx, r, "streaming plan: %s", plan.error); lwo_plan_destroy(&plan); return r; }
     e->profiled = 0;   /* the next plan is timed against the passes that follow this one */
     ctx->stats.resident_bytes = 0;
     /* the workspace and the split area, then the ring (the one large block), then the resident weights */
-    if (rv.ws && (r = lwo__arena_alloc(ctx, rv.ws, &ctx->ws_off, &ctx->ws_size, "lwo_linear's workspace")) != 0) { lwo_plan_free(&plan); return r; }
+    if (rv.ws && (r = lwo__arena_alloc(ctx, rv.ws, &ctx->ws_off, &ctx->ws_size, "lwo_linear's workspace")) != 0) { lwo_plan_destroy(&plan); return r; }
     if (rv.split) {
         if ((r = lwo__arena_alloc(ctx, rv.split, &ctx->split_off, &ctx->split_size, "the GEMMs' split area")) != 0 ||
-            (r = lwo__split_zero(ctx, ctx->compute)) != 0) { lwo_plan_free(&plan); return r; }
+            (r = lwo__split_zero(ctx, ctx->compute)) != 0) { lwo_plan_destroy(&plan); return r; }
         /* zeroed before a GEMM on any stream reads it */
         {
             lwo__CUresult rc = ctx->cu.cuStreamSynchronize(ctx->compute);
-            if (rc) { lwo_plan_free(&plan); return lwo__cuda_fail(ctx, rc, "cuStreamSynchronize"); }
+            if (rc) { lwo_plan_destroy(&plan); return lwo__cuda_fail(ctx, rc, "cuStreamSynchronize"); }
         }
     }
     if (plan.slots > 0) {
         uint64_t bytes = (uint64_t)plan.slots * plan.slot_bytes;
-        if ((r = lwo__arena_alloc(ctx, bytes, &e->ring_arena_off, &e->ring_arena_size, "the staging ring")) != 0) { lwo_plan_free(&plan); return r; }
+        if ((r = lwo__arena_alloc(ctx, bytes, &e->ring_arena_off, &e->ring_arena_size, "the staging ring")) != 0) { lwo_plan_destroy(&plan); return r; }
         e->ring = ctx->arena + e->ring_arena_off;
         e->ring_bytes = bytes;
         e->slot_bytes = plan.slot_bytes;
         e->head = 0;
     }
     /* the resident uploads, timed: the host-to-device rate a later plan is timed with */
-    if ((r = lwo__engine_reserve(ctx, e, 2)) != 0 || (r = lwo__engine_event(ctx, e, ctx->compute, &ev0)) != 0) { lwo_plan_free(&plan); return r; }
+    if ((r = lwo__engine_reserve(ctx, e, 2)) != 0 || (r = lwo__engine_event(ctx, e, ctx->compute, &ev0)) != 0) { lwo_plan_destroy(&plan); return r; }
     for (i = 0; i < n; i++) {
-        lwo__item *it = e->items[i];
+        lwo__item *it = ctx->items[i];
         if (it->dead || (it->force != 1 && !plan.resident[i])) continue;
         r = lwo__arena_alloc(ctx, it->total, &it->arena_off, &it->arena_size, "a resident weight");
         /* the arena's free room is split (tensors made between plans): a weight the slots can
@@ -5862,13 +5536,13 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, const lwo_streaming_desc
             demoted++;
             continue;
         }
-        if (r) { lwo_plan_free(&plan); return r; }
+        if (r) { lwo_plan_destroy(&plan); return r; }
         it->resident = 1;
         it->dev = ctx->arena + it->arena_off;
         ctx->stats.resident_bytes += it->total;
-        if ((r = lwo__item_upload(ctx, it, it->dev, ctx->compute)) != 0) { lwo_plan_free(&plan); return r; }
+        if ((r = lwo__item_upload(ctx, it, it->dev, ctx->compute)) != 0) { lwo_plan_destroy(&plan); return r; }
     }
-    if ((r = lwo__engine_event(ctx, e, ctx->compute, &ev1)) != 0) { lwo_plan_free(&plan); return r; }
+    if ((r = lwo__engine_event(ctx, e, ctx->compute, &ev1)) != 0) { lwo_plan_destroy(&plan); return r; }
     e->live_max = 0;
     ctx->planned = 1;
     ctx->stats.plan_workspace_bytes = rv.ws;
@@ -5889,7 +5563,7 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, const lwo_streaming_desc
     if (demoted)
         lwo__log(ctx, LWO_LOG_INFO, "streaming plan: %zu weights planned resident stream instead: the arena's free room is split into blocks too small for them",
                  demoted);
-    lwo_plan_free(&plan);
+    lwo_plan_destroy(&plan);
     LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
     {
         float ms = 0;
@@ -5904,15 +5578,21 @@ LWO_DEF lwo_result lwo_streaming_plan(lwo_context *ctx, const lwo_streaming_desc
     return LWO_SUCCESS;
 }
 
+/* The item a fill holds, or NULL when the fill is a remnant: a later fill overwrote part of it, or
+   its weight was destroyed. */
+static lwo__item *lwo__fill_item(const lwo_context *ctx, const lwo__fill *f) {
+    return f->item >= 0 && !ctx->items[f->item]->dead ? ctx->items[f->item] : NULL;
+}
 /* Whether ring bytes [off, off + size) may be overwritten now: no fill there is acquired, and for
    a prefetch none holds a weight fetched for a use still to come. */
-static int lwo__ring_free_at(const lwo__engine *e, uint64_t off, uint64_t size, int prefetch) {
+static int lwo__ring_free_at(const lwo_context *ctx, const lwo__engine *e, uint64_t off, uint64_t size, int prefetch) {
     int i;
     if (off + size > e->ring_bytes || off / e->slot_bytes != (off + size - 1) / e->slot_bytes) return 0;
     for (i = 0; i < e->nfills; i++) {
         const lwo__fill *f = &e->fills[i];
-        if (!f->live || f->off >= off + size || off >= f->off + f->size || f->item < 0) continue;
-        if (e->items[f->item]->acquired || (prefetch && f->pending)) return 0;
+        const lwo__item *held;
+        if (!f->live || f->off >= off + size || off >= f->off + f->size || !(held = lwo__fill_item(ctx, f))) continue;
+        if (held->acquired || (prefetch && f->pending)) return 0;
     }
     return 1;
 }
@@ -5935,7 +5615,7 @@ static lwo_result lwo__item_fill(lwo_context *ctx, lwo__engine *e, lwo__item *it
                          (unsigned long long)size, (unsigned long long)S);
     if (off % S + size > S) off = (off / S + 1) * S;
     if (off + size > e->ring_bytes) off = 0;
-    if (!lwo__ring_free_at(e, off, size, prefetch)) {
+    if (!lwo__ring_free_at(ctx, e, off, size, prefetch)) {
         int j = -1;
         if (prefetch) return LWO_SUCCESS;
         /* the head is blocked by an acquired weight: a slot's start, or the end of some fill */
@@ -5943,19 +5623,19 @@ static lwo_result lwo__item_fill(lwo_context *ctx, lwo__engine *e, lwo__item *it
             if (i < (int)(e->ring_bytes / S)) off = (uint64_t)i * S;
             else if (e->fills[(j = i - (int)(e->ring_bytes / S))].live) off = e->fills[j].off + e->fills[j].size;
             else continue;
-            if (lwo__ring_free_at(e, off, size, 0)) break;
+            if (lwo__ring_free_at(ctx, e, off, size, 0)) break;
         }
         if (i == e->nfills + (int)(e->ring_bytes / S))
             return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET, "the %llu-byte staging ring has no room for a weight of %llu bytes beside the weights still acquired: release one first, or raise the budget",
                              (unsigned long long)e->ring_bytes, (unsigned long long)size);
     }
-    if (!e->capturing && (r = lwo__engine_reserve(ctx, e, 2)) != 0) return r;   /* the copy's timing events */
+    if (!ctx->capturing && (r = lwo__engine_reserve(ctx, e, 2)) != 0) return r;   /* the copy's timing events */
     k = (int)(e->fill_counter % (uint64_t)e->nstreams);
     st = e->streams[k];
     /* inside a capture the offload stream joins the graph by waiting on the capturing stream, once:
        its later transfers then depend only on what they wait for (joining at every fill would tie
        each transfer to the compute stream's position when the host issued it) */
-    if (e->capturing && !e->joined[k]) {
+    if (ctx->capturing && !e->joined[k]) {
         LWO__CU(ctx, cuEventRecord(e->fork, ctx->compute));
         LWO__CU(ctx, cuStreamWaitEvent(st, e->fork, 0));
         e->joined[k] = 1;
@@ -5969,10 +5649,10 @@ static lwo_result lwo__item_fill(lwo_context *ctx, lwo__engine *e, lwo__item *it
         lwo__fill *o = &e->fills[i];
         uint64_t end = o->off + o->size;
         if (!o->live) { if (rec < 0) rec = i; continue; }
-        if (o->off >= off + size || off >= end) { live += o->item >= 0; continue; }
+        if (o->off >= off + size || off >= end) { live += lwo__fill_item(ctx, o) != NULL; continue; }
         if (o->consumed_valid && !e->test_skip_consumed_wait) LWO__CU(ctx, cuStreamWaitEvent(st, o->consumed, 0));
         LWO__CU(ctx, cuStreamWaitEvent(st, o->ready, 0));
-        if (o->item >= 0) { e->items[o->item]->fill = -1; e->items[o->item]->dev = 0; }
+        if (o->item >= 0) { ctx->items[o->item]->fill = -1; ctx->items[o->item]->dev = 0; }
         o->item = -1;
         o->pending = 0;
         if (o->off >= off && end <= off + size) { o->live = 0; if (rec < 0) rec = i; continue; }
@@ -5993,7 +5673,7 @@ static lwo_result lwo__item_fill(lwo_context *ctx, lwo__engine *e, lwo__item *it
     f = &e->fills[rec];
     if (!f->ready) LWO__CU(ctx, cuEventCreate(&f->ready, LWO__CU_EVENT_DISABLE_TIMING));
     if (!f->consumed) LWO__CU(ctx, cuEventCreate(&f->consumed, LWO__CU_EVENT_DISABLE_TIMING));
-    if (e->capturing) {
+    if (ctx->capturing) {
         if ((r = lwo__item_upload(ctx, it, e->ring + off, st)) != 0) return r;
     } else {   /* timed: the copies' rate (lwo__engine_harvest) */
         size_t t0 = 0, t1 = 0;
@@ -6017,35 +5697,18 @@ static lwo_result lwo__item_fill(lwo_context *ctx, lwo__engine *e, lwo__item *it
     return LWO_SUCCESS;
 }
 
-/* Makes item it readable by kernels enqueued next on the compute stream; returns its device base. */
-static uint64_t lwo__item_part_offset(const lwo__item *it, int part) { return it->offset[part]; }
-
-/* Its weight is gone: the item keeps its id (the learned order refers to it) but holds nothing. */
-static void lwo__item_kill(lwo_context *ctx, lwo__item *it) {
-    lwo__engine *e = ctx->engine;
-    int p;
-    if (it->fill >= 0 && e) e->fills[it->fill].item = -1; /* its bytes stay taken until overwritten */
-    if (it->arena_size) lwo__arena_free(ctx, it->arena_off, it->arena_size);
-    for (p = 0; p < LWO__PARTS; p++) { it->host[p] = NULL; it->bytes[p] = 0; }
-    it->total = 0; it->arena_size = 0; it->fill = -1; it->dev = 0; it->resident = 0; it->acquired = 0;
-    it->dead = 1;
-}
-
 static lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUstream cs, lwo__CUdeviceptr *dev) {
-    lwo__engine *e = ctx->engine;
+    lwo__engine *e;
     lwo_result r;
     size_t k, pos = LWO__MARK_NONE, pre = 0, post = 0;
     int placed;
+    if ((r = lwo__engine_get(ctx, &e)) != 0) return r;
     /* the order covers resident weights too, so a pass that reorders them is seen */
     if (e->in_pass) {
         if (!e->order_known) {
-            if (e->nlearning == e->caplearning) {
-                size_t cap = e->caplearning * 2 + 64;
-                uint32_t *nl = (uint32_t *)LWO_REALLOC(e->learning, cap * sizeof *nl);
-                if (!nl) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
-                e->learning = nl;
-                e->caplearning = cap;
-            }
+            uint32_t *nl = (uint32_t *)lwo__grow(e->learning, e->nlearning, &e->caplearning, sizeof *nl, 64);
+            if (!nl) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+            e->learning = nl;
             e->learning[e->nlearning++] = it->id;
             pos = e->nlearning - 1;
         } else if (e->pos < e->norder && e->order[e->pos] == it->id) {
@@ -6082,8 +5745,8 @@ static lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUstre
         uint64_t ahead = it->resident ? 0 : it->total;
         while (seen < e->norder) {
             lwo__item *nx;
-            if (look >= e->norder) { if (e->capturing) break; look = 0; }
-            nx = e->items[e->order[look++]];
+            if (look >= e->norder) { if (ctx->capturing) break; look = 0; }
+            nx = ctx->items[e->order[look++]];
             seen++;
             if (nx->resident || nx->dead || nx == it) continue;
             if ((ahead += nx->total) > e->ring_bytes) break;
@@ -6094,7 +5757,7 @@ static lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUstre
     }
     /* the marks time the wait, and in a pass the compute that follows this use (the planner's
        profile); a capture records none */
-    if (e->capturing) {
+    if (ctx->capturing) {
         if (!it->resident && !e->test_skip_ready_wait) LWO__CU(ctx, cuStreamWaitEvent(cs, e->fills[it->fill].ready, 0));
     } else if (it->resident) {
         if (e->in_pass) {
@@ -6114,7 +5777,8 @@ static lwo_result lwo__item_acquire(lwo_context *ctx, lwo__item *it, lwo__CUstre
 static lwo_result lwo__item_release(lwo_context *ctx, lwo__item *it, lwo__CUstream cs) {
     lwo__engine *e = ctx->engine;
     it->acquired = 0;
-    if (!e->capturing) lwo__engine_harvest(ctx, e, 0, LWO__HARVEST_BUDGET);   /* the use's kernels are queued: the GPU is busy */
+    if (!e) return LWO_SUCCESS;   /* nothing was ever acquired */
+    if (!ctx->capturing) lwo__engine_harvest(ctx, e, 0, LWO__HARVEST_BUDGET);   /* the use's kernels are queued: the GPU is busy */
     if (it->resident || it->fill < 0) return LWO_SUCCESS;
     LWO__CU(ctx, cuEventRecord(e->fills[it->fill].consumed, cs));
     e->fills[it->fill].consumed_valid = 1;
@@ -6131,7 +5795,7 @@ LWO_DEF lwo_result lwo_pass_begin(lwo_context *ctx) {
        GPU works, not here: after a synchronize the GPU would wait for them (hundreds of driver
        calls, about a millisecond) */
     lwo__engine_read_pass(ctx, e);
-    e->pass_timing = !e->capturing && !e->pass_timed;
+    e->pass_timing = !ctx->capturing && !e->pass_timed;
     if (e->pass_timing) LWO__CU(ctx, cuEventRecord(e->pass_ev[0], ctx->compute));
     e->pass_bytes0 = ctx->stats.bytes_streamed;
     e->in_pass = 1;
@@ -6142,11 +5806,11 @@ LWO_DEF lwo_result lwo_pass_begin(lwo_context *ctx) {
 }
 
 /* Releases every weight still acquired, after the work queued so far on the compute stream. */
-static lwo_result lwo__engine_release_all(lwo_context *ctx, lwo__engine *e) {
+static lwo_result lwo__items_release_all(lwo_context *ctx) {
     size_t i;
     lwo_result r;
-    for (i = 0; i < e->nitems; i++)
-        if (e->items[i]->acquired && (r = lwo__item_release(ctx, e->items[i], ctx->compute)) != 0) return r;
+    for (i = 0; i < ctx->nitems; i++)
+        if (ctx->items[i]->acquired && (r = lwo__item_release(ctx, ctx->items[i], ctx->compute)) != 0) return r;
     return LWO_SUCCESS;
 }
 
@@ -6156,9 +5820,9 @@ LWO_DEF lwo_result lwo_pass_end(lwo_context *ctx) {
     LWO__ENTER(ctx);
     e = ctx->engine;
     if (!e || !e->in_pass) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_pass_end without lwo_pass_begin");
-    if ((r = lwo__engine_release_all(ctx, e)) != 0) return r;
+    if ((r = lwo__items_release_all(ctx)) != 0) return r;
     e->in_pass = 0;
-    if (!e->capturing) {   /* the end of the pass's last use; with it, how many uses the pass had */
+    if (!ctx->capturing) {   /* the end of the pass's last use; with it, how many uses the pass had */
         size_t ev = 0;
         lwo_result r = lwo__engine_reserve(ctx, e, 1);
         if (!r) r = lwo__engine_event(ctx, e, ctx->compute, &ev);
@@ -6187,43 +5851,299 @@ LWO_DEF lwo_result lwo_pass_end(lwo_context *ctx) {
     return LWO_SUCCESS;
 }
 
-LWO_DEF lwo_result lwo_pass_abort(lwo_context *ctx) {
-    lwo__engine *e;
-    lwo__CUresult rc;
+/* Points a streamable weight's tensors at where it is now readable (its slot, or resident storage). */
+static lwo_result lwo__weight_acquire(lwo_context *ctx, lwo__CUstream cs, lwo_weight *w) {
+    lwo__CUdeviceptr base = 0;
     lwo_result r;
-    size_t i;
-    int k;
-    LWO__ENTER(ctx);
-    e = ctx->engine;
-    if (!e || (!e->in_pass && !e->capturing)) return LWO_SUCCESS;
-    if (e->capturing) {
-        lwo__CUgraph g = NULL;
-        /* the offload streams that joined the capture join back, so it can end (it is dropped) */
-        for (k = 0; k < e->nstreams; k++)
-            if (e->joined[k] && ctx->cu.cuEventRecord(e->fork, e->streams[k]) == 0) ctx->cu.cuStreamWaitEvent(ctx->compute, e->fork, 0);
-        rc = ctx->cu.cuStreamEndCapture(ctx->compute, &g);   /* the stream leaves capture mode either way */
-        if (g) ctx->cu.cuGraphDestroy(g);
-        (void)rc;
-        e->capturing = 0;
-        ctx->stats.bytes_streamed = e->cap_bytes0;
-        ctx->stats.transfers = e->cap_transfers0;
-        lwo__engine_forget_ring(e);   /* nothing captured ran */
-        for (i = 0; i < e->nitems; i++) e->items[i]->acquired = 0;
-    }
-    if (e->in_pass) {
-        e->in_pass = 0;
-        e->nlearning = 0;         /* a cut-short pass teaches no order */
-        e->pass_timing = 0;       /* and is no pass to time */
-    }
-    if ((r = lwo__engine_release_all(ctx, e)) != 0) return r;
-    /* the pass's marks lack their end: read what can be read, drop the rest (no profile) */
-    lwo__engine_harvest(ctx, e, 1, 0);
-    LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
-    for (k = 0; k < e->nstreams; k++) LWO__CU(ctx, cuStreamSynchronize(e->streams[k]));
+    if (!w->item) return LWO_SUCCESS;
+    if ((r = lwo__item_acquire(ctx, w->item, cs, &base)) != 0) return r;
+    w->data->ptr = base + lwo__item_part_offset(w->item, 0);
+    if (w->bias) w->bias->ptr = base + lwo__item_part_offset(w->item, 1);
+    if (w->scales) w->scales->ptr = base + lwo__item_part_offset(w->item, 2);
     return LWO_SUCCESS;
 }
 
-static int lwo__engine_capturing(const lwo_context *ctx) { return ctx->engine && ctx->engine->capturing; }
+LWO_DEF lwo_result lwo_weight_acquire(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w, lwo_weight_info *out) {
+    lwo__CUstream cs = NULL;
+    lwo_result r;
+    LWO__ENTER(ctx);
+    if ((r = lwo__check_weight(ctx, w)) != 0) return r;
+    LWO__GET_STREAM(ctx, stream, cs);
+    if ((r = lwo__weight_acquire(ctx, cs, (lwo_weight *)w)) != 0) return r;
+    return out ? lwo_weight_get_info(ctx, w, out) : LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_weight_release(lwo_context *ctx, lwo_stream *stream, const lwo_weight *w) {
+    lwo__CUstream cs = NULL;
+    lwo_result r;
+    LWO__ENTER(ctx);
+    if ((r = lwo__check_weight(ctx, w)) != 0) return r;
+    LWO__GET_STREAM(ctx, stream, cs);
+    return w->item ? lwo__item_release(ctx, w->item, cs) : LWO_SUCCESS;
+}
+
+/* ==== 11. Linear and graphs ================================================================== */
+/* lwo_linear: the workspace, the W8A8 chain and its per-shape graphs, the paths by format; then
+   whole passes as graphs. */
+/* Grows the workspace to `bytes`. Growing waits for the device, since queued GEMMs may still read
+   the old block; where the arena has no room the old block stays (same size, maybe moved). */
+static lwo_result lwo__workspace_grow(lwo_context *ctx, uint64_t bytes) {
+    uint64_t off, size, old = ctx->ws_size;
+    lwo_result r;
+    LWO__CU(ctx, cuCtxSynchronize());
+    if (old) { lwo__arena_free(ctx, ctx->ws_off, ctx->ws_size); ctx->ws_size = 0; }
+    if ((r = lwo__arena_alloc(ctx, bytes, &off, &size, "lwo_linear's workspace")) != 0) {
+        char keep[LWO__ERROR_CAP];
+        memcpy(keep, ctx->error, sizeof keep);
+        /* the block just freed is free again, so this fits */
+        if (old && lwo__arena_alloc(ctx, old, &ctx->ws_off, &ctx->ws_size, "lwo_linear's workspace") != 0) ctx->ws_size = 0;
+        memcpy(ctx->error, keep, sizeof keep);
+        return r;
+    }
+    ctx->ws_off = off;
+    ctx->ws_size = size;
+    return LWO_SUCCESS;
+}
+
+/* The workspace of one lwo_linear call on weight w: *rows = M where it holds the whole call (it
+   grows to that where it may), else the most rows it holds at a time (the call runs in chunks).
+   For a weight the last plan placed nothing grows: the plan reserved what its declared shapes
+   need, and larger calls run in chunks. A weight made after the plan may grow it where the arena
+   has room (into the room the plan left free). Inside a capture nothing grows (growing
+   synchronizes). */
+static lwo_result lwo__linear_space(lwo_context *ctx, const lwo_weight *w, uint64_t M, int pad, lwo__CUdeviceptr *ws, uint64_t *rows) {
+    const lwo_format f = w->format;
+    const uint64_t N = w->rows, Kp = w->kpad, full = lwo__linear_ws(f, M, N, Kp, pad);
+    const int may_grow = !(ctx->planned && w->planned) && !ctx->capturing;
+    *rows = M;
+    if (full > ctx->ws_size) {
+        if (!may_grow || lwo__workspace_grow(ctx, full) != LWO_SUCCESS) {
+            uint64_t least = lwo__linear_ws(f, M < LWO__CHUNK_ROWS ? M : LWO__CHUNK_ROWS, N, Kp, pad);
+            ctx->error[0] = 0;
+            if (least > ctx->ws_size && may_grow) lwo__workspace_grow(ctx, least);
+            *rows = lwo__linear_rows(f, M, N, Kp, pad, ctx->ws_size);
+            if (*rows == 0)
+                return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET,
+                                 "lwo_linear: a %llu x %llu %s weight needs %llu bytes of workspace (%llu for all %llu rows of x), and the "
+                                 "workspace has %llu: %s", (unsigned long long)N, (unsigned long long)Kp, lwo_format_name(f),
+                                 (unsigned long long)least, (unsigned long long)full, (unsigned long long)M, (unsigned long long)ctx->ws_size,
+                                 ctx->planned && w->planned ? "more than the last lwo_streaming_plan reserved"
+                                 : ctx->planned ? "the weight was made after the last lwo_streaming_plan, which reserves the workspace, and the arena has no room; plan again"
+                                 : ctx->capturing ? "run the pass once before capturing it (the workspace cannot grow inside a capture)"
+                                 : "the budget has no room for it (raise lwo_desc.vram_budget)");
+            if (!ctx->chunk_logged) {
+                lwo__log(ctx, LWO_LOG_WARN, "lwo_linear runs x of %llu rows in chunks of %llu: the workspace holds %llu bytes, the call needs %llu "
+                         "(declare the largest x in lwo_streaming_desc.max_rows)", (unsigned long long)M, (unsigned long long)*rows,
+                         (unsigned long long)ctx->ws_size, (unsigned long long)full);
+                ctx->chunk_logged = 1;
+            }
+            ctx->stats.linear_chunked++;
+        }
+    }
+    *ws = ctx->arena + ctx->ws_off;
+    return LWO_SUCCESS;
+}
+
+/* The W8A8 chain: x [M, K] quantized per token into the workspace (q, then the f32 row scales at
+   ws + qbytes), then the GEMM into y [M, N]. The same code launches it, captures it and retargets a
+   graph of it (lwo__launch_fn and ctx->lsink), and runs each row chunk of a chunked call. */
+static lwo_result lwo__w8a8_chain(lwo_context *ctx, lwo__CUstream cs, lwo__CUdeviceptr x, lwo_dtype xt, uint64_t M,
+                                  const lwo_weight *w, lwo__CUdeviceptr ws, lwo__CUdeviceptr bp, int bias_kind,
+                                  lwo__CUdeviceptr y, lwo_dtype yt) {
+    int fp8 = w->format == LWO_FORMAT_FP8_E4M3_W8A8;
+    uint64_t K = w->cols, N = w->rows, Kp = w->kpad, qbytes = lwo__round_up(M * Kp, LWO__ALIGN);
+    lwo__CUdeviceptr sm = w->smooth ? w->smooth->ptr : 0, pm = w->perm ? w->perm->ptr : 0, q = ws, sa = ws + qbytes, sw = w->scales->ptr;
+    lwo__gemm_args g;
+    lwo_result r = lwo__rowq_launch(ctx, cs, x, xt, M, K, pm, sm, 0, w->hlog, fp8, q, Kp, sa);
+    if (r) return r;
+    memset(&g, 0, sizeof g);
+    g.stream = cs; g.op = fp8 ? LWO_DTYPE_F8_E4M3 : LWO_DTYPE_I8;
+    g.a = q; g.lda = g.a_k = Kp; g.b = w->data->ptr; g.kpad = Kp; g.M = M; g.N = N; g.a_scales = sa; g.b_scales = sw;
+    g.bias = bp; g.bias_kind = bias_kind < 0 ? 0 : bias_kind; g.y = y; g.y_kind = lwo__gemm_kind(yt); g.may_split = 1;
+    return lwo__gemm(ctx, &g);
+}
+
+/* Gives up on graphs for weight w after a failed capture or update (the call then runs plainly). */
+static void lwo__w8a8_graphs_off(lwo_context *ctx, lwo_weight *w, const char *why) {
+    lwo__log(ctx, LWO_LOG_INFO, "lwo_linear: no graphs for this %llu x %llu weight from now on: %s", (unsigned long long)w->rows,
+             (unsigned long long)w->cols, why);
+    lwo__weight_graphs_free(ctx, w);
+    w->graphs_off = 1;
+    ctx->stats.linear_graph_fallbacks++;
+    ctx->error[0] = 0;
+}
+
+/* lwo_linear of a W8A8 weight: through the weight's graph cache where it may be used, else plain. */
+static lwo_result lwo__w8a8_linear(lwo_context *ctx, lwo__CUstream cs, const lwo_tensor *x, const lwo_weight *cw,
+                                   lwo__CUdeviceptr ws, lwo__CUdeviceptr bp, int bias_kind, const lwo_tensor *y) {
+    lwo_weight *w = (lwo_weight *)cw;
+    uint64_t M = x->shape[0];
+    int nslots = lwo__graph_slots(ctx), i, capturing = 1, y16 = (y->ptr & 15u) == 0;
+    lwo__lgraph *g = NULL, *victim = NULL;
+    lwo__lsink sink;
+    lwo__CUresult rc;
+    lwo_result r;
+    /* no graphs: when off, for streamed weights (their acquire and release record events), for empty
+       products, and inside the caller's own capture (which must get the plain kernels) */
+    if (ctx->desc.graph_cache < 0 || w->graphs_off || w->item || M == 0 || w->rows == 0 ||
+        ctx->cu.cuStreamIsCapturing(cs, &capturing) != 0 || capturing != 0)
+        return lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype);
+    if (!w->graphs) {
+        w->graphs = (lwo__lgraph *)LWO_MALLOC((size_t)nslots * sizeof *w->graphs);
+        if (!w->graphs) { lwo__w8a8_graphs_off(ctx, w, "out of host memory"); return lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype); }
+        memset(w->graphs, 0, (size_t)nslots * sizeof *w->graphs);
+    }
+    for (i = 0; i < nslots; i++) {
+        lwo__lgraph *e = &w->graphs[i];
+        if (e->used && e->M == M && e->xdt == (int)x->dtype && e->ydt == (int)y->dtype && e->bias_kind == bias_kind && e->y16 == y16) { g = e; break; }
+        /* the slot a capture takes: a free one, else the least recently used */
+        if (!victim || (victim->used && (!e->used || e->stamp < victim->stamp))) victim = e;
+    }
+    if (g) { /* replay: point the nodes at this call's pointers */
+        g->nodes.update = 1; g->nodes.exec = g->exec; g->nodes.n = 0;
+        ctx->lsink = &g->nodes;
+        r = lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype);
+        ctx->lsink = NULL;
+        if (!r && g->nodes.n != g->nnodes) r = lwo__fail(ctx, LWO_ERROR_CUDA, "lwo_linear's graph has %d kernels; this call launched %d", g->nnodes, g->nodes.n);
+        if (!r && (rc = ctx->cu.cuGraphLaunch(g->exec, cs)) != 0) r = lwo__cuda_fail(ctx, rc, "cuGraphLaunch");
+        if (r) { lwo__w8a8_graphs_off(ctx, w, ctx->error); return lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype); }
+        g->stamp = ++w->graph_clock;
+        ctx->stats.linear_graph_hits++;
+        return LWO_SUCCESS;
+    }
+    /* First call at this key: run it plainly (which also loads every module and kernel it needs,
+       lazily loaded ones included, outside the capture), then capture the chain, instantiate and
+       launch it, so the graph writes the same result once more. A failed capture leaves the plain
+       result standing. */
+    if ((r = lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype)) != 0) return r;
+    if (victim->used) { lwo__lgraph_drop(ctx, victim); ctx->stats.linear_graph_evictions++; }
+    g = victim;
+    memset(&sink, 0, sizeof sink);
+    if ((rc = ctx->cu.cuStreamBeginCapture(cs, 2 /* relaxed: other streams and threads go on */)) != 0) {
+        lwo__cuda_fail(ctx, rc, "cuStreamBeginCapture");
+        lwo__w8a8_graphs_off(ctx, w, ctx->error);
+        return LWO_SUCCESS;
+    }
+    ctx->lsink = &sink;
+    r = lwo__w8a8_chain(ctx, cs, x->ptr, x->dtype, M, w, ws, bp, bias_kind, y->ptr, y->dtype);
+    ctx->lsink = NULL;
+    rc = ctx->cu.cuStreamEndCapture(cs, &g->graph); /* always: the stream leaves capture mode */
+    if (!r && rc) r = lwo__cuda_fail(ctx, rc, "cuStreamEndCapture");
+    if (!r && (rc = ctx->cu.cuGraphInstantiateWithFlags(&g->exec, g->graph, 0)) != 0) r = lwo__cuda_fail(ctx, rc, "cuGraphInstantiateWithFlags");
+    g->used = 1; /* from here lwo__lgraph_drop frees what was made */
+    if (!r && (rc = ctx->cu.cuGraphLaunch(g->exec, cs)) != 0) r = lwo__cuda_fail(ctx, rc, "cuGraphLaunch");
+    /* a launch that failed enqueued nothing: the plain result stands */
+    if (r) { lwo__w8a8_graphs_off(ctx, w, ctx->error); return LWO_SUCCESS; }
+    g->M = M; g->xdt = (int)x->dtype; g->ydt = (int)y->dtype; g->bias_kind = bias_kind; g->y16 = y16;
+    g->nodes = sink;
+    g->nnodes = sink.n;
+    g->stamp = ++w->graph_clock;
+    ctx->stats.linear_graph_captures++;
+    return LWO_SUCCESS;
+}
+
+static lwo_result lwo__linear_run(lwo_context *ctx, lwo_stream *stream, const lwo_tensor *x, const lwo_weight *w,
+                                  const lwo_tensor *bias, lwo_tensor *y) {
+    lwo__CUstream cs;
+    lwo_result r;
+    uint64_t M, N, K, Kp, xrow, yrow;
+    lwo__CUdeviceptr bp = 0, ws = 0;
+    int bias_kind = 0, out_kind;
+    LWO__ENTER(ctx);
+    LWO__CHECK_TENSOR(ctx, x);
+    LWO__CHECK_TENSOR(ctx, y);
+    if (bias) LWO__CHECK_TENSOR(ctx, bias);
+    if ((r = lwo__check_weight(ctx, w)) != 0) return r;
+    LWO__GET_STREAM(ctx, stream, cs);
+    if (x->ndim != 2 || (x->dtype != LWO_DTYPE_BF16 && x->dtype != LWO_DTYPE_F16))
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: argument 'x' must be a 2-D bf16 or f16 tensor [M, K] (it is %dd %s)", x->ndim, lwo_dtype_name(x->dtype));
+    M = x->shape[0]; K = x->shape[1]; N = w->rows; Kp = w->kpad;
+    if (K != w->cols) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: 'x' has K = %llu columns; the weight has %llu", (unsigned long long)K, (unsigned long long)w->cols);
+    if (y->ndim != 2 || y->shape[0] != M || y->shape[1] != N || !lwo__is_float(y->dtype))
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: argument 'y' must be f32, f16 or bf16 [%llu, %llu]", (unsigned long long)M, (unsigned long long)N);
+    if ((w->format == LWO_FORMAT_BF16 && x->dtype != LWO_DTYPE_BF16) || (w->format == LWO_FORMAT_F16 && x->dtype != LWO_DTYPE_F16))
+        return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: 'x' is %s but the weight is %s; they must match", lwo_dtype_name(x->dtype), lwo_format_name(w->format));
+    if (bias) {
+        if (!lwo__is_float(bias->dtype) || bias->numel != N)
+            return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: argument 'bias' must be f32, f16 or bf16 with %llu elements", (unsigned long long)N);
+        bp = bias->ptr; bias_kind = lwo__gemm_kind(bias->dtype);
+    } else if (w->bias) { bp = w->bias->ptr; bias_kind = 0; }
+    out_kind = lwo__gemm_kind(y->dtype);
+    xrow = K * lwo_dtype_size(x->dtype);
+    yrow = N * lwo_dtype_size(y->dtype);
+    if (M > 0x7fffffffu) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: M = %llu is more than one launch takes", (unsigned long long)M);
+    switch (w->format) {
+    case LWO_FORMAT_BF16: case LWO_FORMAT_F16: case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E5M2: {
+        int upcast = w->format == LWO_FORMAT_FP8_E4M3 || w->format == LWO_FORMAT_FP8_E5M2;
+        int pad = (K % 8) != 0 || !lwo__aligned16(x->ptr);
+        lwo__CUdeviceptr B = w->data->ptr, xpad = 0;
+        uint64_t rows = M, m0;
+        /* sized before anything is queued: growing synchronizes and allocates */
+        if ((upcast || pad) && (r = lwo__linear_space(ctx, w, M, pad, &ws, &rows)) != 0) return r;
+        if (upcast) {
+            if ((r = lwo__convert_launch(ctx, cs, w->data->ptr, w->data->dtype, ws, x->dtype, N * Kp, 1.0f, w->scales->ptr, "lwo_k_convert")) != 0) return r;
+            B = ws;
+            xpad = ws + lwo__round_up(N * Kp * 2, LWO__ALIGN);
+        } else xpad = ws;
+        for (m0 = 0; m0 < M; m0 += rows) {
+            uint64_t mc = M - m0 < rows ? M - m0 : rows, lda = K;
+            lwo__CUdeviceptr A = x->ptr + m0 * xrow;
+            if (pad) {
+                if ((r = lwo__pad_launch(ctx, cs, A, x->dtype, mc, K, 0, xpad, x->dtype, Kp)) != 0) return r;
+                A = xpad;
+                lda = Kp;
+            }
+            lwo__gemm_args g;
+            memset(&g, 0, sizeof g);
+            g.stream = cs; g.op = x->dtype; g.a = A; g.lda = g.a_k = lda; g.b = B; g.kpad = Kp; g.M = mc; g.N = N;
+            g.bias = bp; g.bias_kind = bias_kind; g.y = y->ptr + m0 * yrow; g.y_kind = out_kind; g.may_split = ws != 0;
+            if ((r = lwo__gemm(ctx, &g)) != 0) return r;
+        }
+        return LWO_SUCCESS;
+    }
+    case LWO_FORMAT_INT8: case LWO_FORMAT_FP8_E4M3_W8A8: {
+        uint64_t rows, m0;
+        int kind = bias ? bias_kind : (w->bias ? 0 : -1);
+        if ((r = lwo__linear_space(ctx, w, M, 0, &ws, &rows)) != 0) return r;
+        if (rows == M) return lwo__w8a8_linear(ctx, cs, x, w, ws, bp, kind, y);
+        for (m0 = 0; m0 < M; m0 += rows) {   /* chunked: plain launches, no graph */
+            uint64_t mc = M - m0 < rows ? M - m0 : rows;
+            if ((r = lwo__w8a8_chain(ctx, cs, x->ptr + m0 * xrow, x->dtype, mc, w, ws, bp, kind, y->ptr + m0 * yrow, y->dtype)) != 0) return r;
+        }
+        return LWO_SUCCESS;
+    }
+    default: return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: the weight has an invalid format");
+    }
+}
+
+LWO_DEF lwo_result lwo_linear(lwo_context *ctx, const lwo_linear_desc *d) {
+    lwo_stream *stream;
+    const lwo_tensor *x, *bias;
+    const lwo_weight *w;
+    lwo_tensor *y;
+    lwo_result r, r2;
+    LWO__ENTER(ctx);
+    if (!d) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_linear: argument 'desc' is NULL");
+    stream = d->stream; x = d->x; w = d->w; bias = d->bias; y = d->y;
+    if ((r = lwo__check_weight(ctx, w)) != 0) return r;
+    if (!w->item) return lwo__linear_run(ctx, stream, x, w, bias, y);
+    if ((r = lwo_weight_acquire(ctx, stream, w, NULL)) != 0) return r;
+    r = lwo__linear_run(ctx, stream, x, w, bias, y);
+    if (r) {
+        char keep[LWO__ERROR_CAP];
+        memcpy(keep, ctx->error, sizeof keep); /* release starts afresh; keep the reason */
+        lwo_weight_release(ctx, stream, w);
+        memcpy(ctx->error, keep, sizeof keep);
+        return r;
+    }
+    r2 = lwo_weight_release(ctx, stream, w);
+    return r2;
+}
+
+/* ---- whole passes as graphs ----------------------------------------------------------------- */
+/* bytes, transfers: what one launch moves (stats count them per launch, not at capture) */
+struct lwo_graph { uint32_t magic; lwo_context *ctx; lwo__CUgraph graph; lwo__CUgraphExec exec; uint64_t bytes, transfers; };
+#define LWO__MAGIC_GRAPH 0x6c776f47u
 
 LWO_DEF lwo_result lwo_graph_capture_begin(lwo_context *ctx) {
     lwo__engine *e;
@@ -6231,15 +6151,15 @@ LWO_DEF lwo_result lwo_graph_capture_begin(lwo_context *ctx) {
     int k;
     LWO__ENTER(ctx);
     if ((r = lwo__engine_get(ctx, &e)) != 0) return r;
-    if (e->capturing) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "a capture is already open");
+    if (ctx->capturing) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "a capture is already open");
     /* events recorded before the capture cannot be waited on inside it: start from idle streams */
     LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
     for (k = 0; k < e->nstreams; k++) LWO__CU(ctx, cuStreamSynchronize(e->streams[k]));
     for (k = 0; k < e->nstreams; k++) e->graph_wait[k] = e->joined[k] = 0;
     /* and from an empty ring, so every transfer the pass needs is part of the graph */
-    lwo__engine_forget_ring(e);
+    lwo__engine_forget_ring(ctx, e);
     LWO__CU(ctx, cuStreamBeginCapture(ctx->compute, 2 /* relaxed */));
-    e->capturing = 1;
+    ctx->capturing = 1;
     e->cap_bytes0 = ctx->stats.bytes_streamed;
     e->cap_transfers0 = ctx->stats.transfers;
     return LWO_SUCCESS;
@@ -6254,8 +6174,8 @@ LWO_DEF lwo_result lwo_graph_capture_end(lwo_context *ctx, lwo_graph **out) {
     e = ctx->engine;
     if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
     *out = NULL;
-    if (!e || !e->capturing) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_graph_capture_end without lwo_graph_capture_begin");
-    e->capturing = 0;
+    if (!e || !ctx->capturing) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "lwo_graph_capture_end without lwo_graph_capture_begin");
+    ctx->capturing = 0;
     /* the captured transfers move nothing until the graph runs (each launch counts them), and
        nothing at all if the capture fails */
     cap_bytes = ctx->stats.bytes_streamed - e->cap_bytes0;
@@ -6275,7 +6195,7 @@ LWO_DEF lwo_result lwo_graph_capture_end(lwo_context *ctx, lwo_graph **out) {
     g->transfers = cap_transfers;
     /* the captured transfers have not run, and the events recorded during capture are not real
        records: the ring is empty as far as the next eager use is concerned */
-    lwo__engine_forget_ring(e);
+    lwo__engine_forget_ring(ctx, e);
     *out = g;
     return LWO_SUCCESS;
 }
@@ -6297,7 +6217,7 @@ LWO_DEF lwo_result lwo_graph_launch(lwo_context *ctx, lwo_graph *g) {
     if (e) {
         LWO__CU(ctx, cuEventRecord(e->graph_done, ctx->compute));
         for (k = 0; k < e->nstreams; k++) e->graph_wait[k] = 1;
-        lwo__engine_forget_ring(e);
+        lwo__engine_forget_ring(ctx, e);
     }
     return LWO_SUCCESS;
 }
@@ -6313,7 +6233,43 @@ LWO_DEF void lwo_graph_destroy(lwo_context *ctx, lwo_graph *g) {
     LWO_FREE(g);
 }
 
-/* ==== 10. safetensors ======================================================================== */
+LWO_DEF lwo_result lwo_pass_abort(lwo_context *ctx) {
+    lwo__engine *e;
+    lwo__CUresult rc;
+    lwo_result r;
+    size_t i;
+    int k;
+    LWO__ENTER(ctx);
+    e = ctx->engine;
+    if (!e || (!e->in_pass && !ctx->capturing)) return LWO_SUCCESS;
+    if (ctx->capturing) {
+        lwo__CUgraph g = NULL;
+        /* the offload streams that joined the capture join back, so it can end (it is dropped) */
+        for (k = 0; k < e->nstreams; k++)
+            if (e->joined[k] && ctx->cu.cuEventRecord(e->fork, e->streams[k]) == 0) ctx->cu.cuStreamWaitEvent(ctx->compute, e->fork, 0);
+        rc = ctx->cu.cuStreamEndCapture(ctx->compute, &g);   /* the stream leaves capture mode either way */
+        if (g) ctx->cu.cuGraphDestroy(g);
+        (void)rc;
+        ctx->capturing = 0;
+        ctx->stats.bytes_streamed = e->cap_bytes0;
+        ctx->stats.transfers = e->cap_transfers0;
+        lwo__engine_forget_ring(ctx, e);   /* nothing captured ran */
+        for (i = 0; i < ctx->nitems; i++) ctx->items[i]->acquired = 0;
+    }
+    if (e->in_pass) {
+        e->in_pass = 0;
+        e->nlearning = 0;         /* a cut-short pass teaches no order */
+        e->pass_timing = 0;       /* and is no pass to time */
+    }
+    if ((r = lwo__items_release_all(ctx)) != 0) return r;
+    /* the pass's marks lack their end: read what can be read, drop the rest (no profile) */
+    lwo__engine_harvest(ctx, e, 1, 0);
+    LWO__CU(ctx, cuStreamSynchronize(ctx->compute));
+    for (k = 0; k < e->nstreams; k++) LWO__CU(ctx, cuStreamSynchronize(e->streams[k]));
+    return LWO_SUCCESS;
+}
+
+/* ==== 12. safetensors: the reader and the writer ============================================= */
 /* Reader: map, then parse the header against its fixed schema with explicit lengths (bounds are
    checked by subtraction, never by adding to a pointer). Strings decode into one pool per file: a
    decoded string plus its NUL is never longer than its JSON form with quotes, so a pool of the
@@ -6334,46 +6290,33 @@ typedef struct lwo__st_meta { const char *key, *value; size_t shard, order; } lw
 struct lwo_safetensors {
     lwo__st_shard *shards;
     size_t shard_count;
-    lwo_st_tensor *tensors;
+    lwo_safetensors_tensor *tensors;
     size_t count, cap;
-    const lwo_st_tensor **by_name;  /* sorted by name */
+    const lwo_safetensors_tensor **by_name;  /* sorted by name */
     lwo__st_meta *meta;             /* sorted by key after open */
     size_t meta_count, meta_cap;
     int ready;                      /* open succeeded: the indexes are valid */
     char error[768];
 };
 
-static const char *const lwo__st_dtype_names[LWO_ST_DTYPE_COUNT] = {
-    "INVALID", "F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "I64", "I32", "I16", "I8", "U8", "BOOL"
+/* The file's dtype tags, by lwo_dtype: the only place they are spelled. */
+static const char *const lwo__st_dtype_names[LWO_DTYPE_COUNT] = {
+    "INVALID", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "I8", "U8", "I32", "F64", "I64", "I16", "BOOL"
 };
-static const unsigned char lwo__st_dtype_sizes[LWO_ST_DTYPE_COUNT] = { 0, 8, 4, 2, 2, 1, 1, 8, 4, 2, 1, 1, 1 };
 
-LWO_API const char *lwo_st_dtype_name(lwo_st_dtype t) {
-    return ((unsigned)t < (unsigned)LWO_ST_DTYPE_COUNT) ? lwo__st_dtype_names[t] : "INVALID";
+static const char *lwo__st_dtype_tag(lwo_dtype t) {
+    return ((unsigned)t < (unsigned)LWO_DTYPE_COUNT) ? lwo__st_dtype_names[t] : "INVALID";
 }
-LWO_API size_t lwo_st_dtype_size(lwo_st_dtype t) {
-    return ((unsigned)t < (unsigned)LWO_ST_DTYPE_COUNT) ? lwo__st_dtype_sizes[t] : 0;
-}
-LWO_API lwo_st_dtype lwo_st_dtype_from_name(const char *name) {
+static lwo_dtype lwo__st_dtype_from_tag(const char *name) {
     int i;
-    if (!name) return LWO_ST_INVALID;
-    for (i = 1; i < (int)LWO_ST_DTYPE_COUNT; i++)
-        if (strcmp(name, lwo__st_dtype_names[i]) == 0) return (lwo_st_dtype)i;
-    return LWO_ST_INVALID;
+    if (!name) return LWO_DTYPE_INVALID;
+    for (i = 1; i < (int)LWO_DTYPE_COUNT; i++)
+        if (strcmp(name, lwo__st_dtype_names[i]) == 0) return (lwo_dtype)i;
+    return LWO_DTYPE_INVALID;
 }
-LWO_API lwo_dtype lwo_st_dtype_to_lwo(lwo_st_dtype t) {
-    switch (t) {
-    case LWO_ST_F32: return LWO_DTYPE_F32;
-    case LWO_ST_F16: return LWO_DTYPE_F16;
-    case LWO_ST_BF16: return LWO_DTYPE_BF16;
-    case LWO_ST_F8_E4M3: return LWO_DTYPE_F8_E4M3;
-    case LWO_ST_F8_E5M2: return LWO_DTYPE_F8_E5M2;
-    case LWO_ST_I8: return LWO_DTYPE_I8;
-    case LWO_ST_U8: return LWO_DTYPE_U8;
-    case LWO_ST_I32: return LWO_DTYPE_I32;
-    default: return LWO_DTYPE_INVALID;
-    }
-}
+/* t where lwo's kernels and lwo_ref_load take it; INVALID for the dtypes only checkpoints hold
+   (lwo_dtype lists those last, from F64 on). */
+static lwo_dtype lwo__st_kernel_dtype(lwo_dtype t) { return t > LWO_DTYPE_INVALID && t < LWO_DTYPE_F64 ? t : LWO_DTYPE_INVALID; }
 
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((format(printf, 2, 3)))
@@ -6386,7 +6329,7 @@ static void lwo__st_fail(lwo_safetensors *f, const char *fmt, ...) {
 }
 
 /* A tensor's shape as "2, 3" (for messages). */
-static void lwo__st_shape(const lwo_st_tensor *t, char *buf, size_t size) {
+static void lwo__st_shape(const lwo_safetensors_tensor *t, char *buf, size_t size) {
     int i;
     size_t n = 0;
     buf[0] = 0;
@@ -6431,6 +6374,17 @@ static const char *lwo__st_show(int c, char buf[16]) {
     if (c >= 0x21 && c < 0x7f) snprintf(buf, 16, "'%c'", c);
     else snprintf(buf, 16, "byte 0x%02x", (unsigned)c);
     return buf;
+}
+/* After an object's member: 1 past a ',' (another member follows), 0 at the '}' (left to the
+   caller), -1 at anything else, reported for the tensor named `tensor` (or, NULL, with `where`). */
+static int lwo__st_member_end(lwo__st_parser *P, const char *tensor, const char *where) {
+    char b[16];
+    lwo__st_ws(P);
+    if (lwo__st_peek(P) == ',') { P->p++; return 1; }
+    if (lwo__st_peek(P) == '}') return 0;
+    if (tensor) lwo__st_perr(P, "tensor \"%.300s\": expected ',' or '}', found %s", tensor, lwo__st_show(lwo__st_peek(P), b));
+    else lwo__st_perr(P, "expected ',' or '}'%s, found %s", where, lwo__st_show(lwo__st_peek(P), b));
+    return -1;
 }
 static int lwo__st_expect(lwo__st_parser *P, int c, const char *what) {
     char b[16];
@@ -6576,7 +6530,7 @@ static int lwo__st_skip_value(lwo__st_parser *P, int depth) {
     char b[16];
     int c;
     const char *s;
-    if (depth > LWO_ST_MAX_JSON_DEPTH) return lwo__st_perr(P, "JSON nested deeper than %d", LWO_ST_MAX_JSON_DEPTH);
+    if (depth > LWO_SAFETENSORS_MAX_JSON_DEPTH) return lwo__st_perr(P, "JSON nested deeper than %d", LWO_SAFETENSORS_MAX_JSON_DEPTH);
     lwo__st_ws(P);
     c = lwo__st_peek(P);
     if (c == '"') { size_t keep = P->pool_used; int ok = lwo__st_string(P, &s); P->pool_used = keep; return ok; }
@@ -6631,30 +6585,18 @@ static int lwo__st_skip_value(lwo__st_parser *P, int depth) {
     return lwo__st_perr(P, "expected a JSON value, found %s", lwo__st_show(c, b));
 }
 
-static int lwo__st_push_tensor(lwo_safetensors *f, lwo_st_tensor **out) {
-    if (f->count == f->cap) {
-        size_t nc = f->cap ? f->cap * 2 : 64;
-        void *n;
-        if (nc > ((size_t)-1) / sizeof(lwo_st_tensor)) return 0;
-        n = LWO_REALLOC(f->tensors, nc * sizeof(lwo_st_tensor));
-        if (!n) return 0;
-        f->tensors = (lwo_st_tensor *)n;
-        f->cap = nc;
-    }
+static int lwo__st_push_tensor(lwo_safetensors *f, lwo_safetensors_tensor **out) {
+    void *n = lwo__grow(f->tensors, f->count, &f->cap, sizeof *f->tensors, 64);
+    if (!n) return 0;
+    f->tensors = (lwo_safetensors_tensor *)n;
     *out = &f->tensors[f->count++];
     memset(*out, 0, sizeof **out);
     return 1;
 }
 static int lwo__st_push_meta(lwo_safetensors *f, const char *k, const char *v, size_t shard) {
-    if (f->meta_count == f->meta_cap) {
-        size_t nc = f->meta_cap ? f->meta_cap * 2 : 16;
-        void *n;
-        if (nc > ((size_t)-1) / sizeof(lwo__st_meta)) return 0;
-        n = LWO_REALLOC(f->meta, nc * sizeof(lwo__st_meta));
-        if (!n) return 0;
-        f->meta = (lwo__st_meta *)n;
-        f->meta_cap = nc;
-    }
+    void *n = lwo__grow(f->meta, f->meta_count, &f->meta_cap, sizeof *f->meta, 16);
+    if (!n) return 0;
+    f->meta = (lwo__st_meta *)n;
     f->meta[f->meta_count].key = k;
     f->meta[f->meta_count].value = v;
     f->meta[f->meta_count].shard = shard;
@@ -6667,8 +6609,8 @@ static int lwo__st_push_meta(lwo_safetensors *f, const char *k, const char *v, s
    data area in t->offset until lwo__st_check_layout makes them absolute. */
 static int lwo__st_parse_tensor(lwo__st_parser *P, const char *name, size_t shard) {
     char b[16];
-    int have_dtype = 0, have_shape = 0, have_off = 0;
-    lwo_st_tensor *t;
+    int have_dtype = 0, have_shape = 0, have_off = 0, m;
+    lwo_safetensors_tensor *t;
     uint64_t begin = 0, end = 0;
     if (!lwo__st_push_tensor(P->f, &t)) return -1;
     t->name = name;
@@ -6685,8 +6627,8 @@ static int lwo__st_parse_tensor(lwo__st_parser *P, const char *name, size_t shar
             const char *dt;
             if (have_dtype++) return lwo__st_perr(P, "tensor \"%.300s\": duplicate field \"dtype\"", name);
             if (!lwo__st_string(P, &dt)) return 0;
-            t->dtype = lwo_st_dtype_from_name(dt);
-            if (t->dtype == LWO_ST_INVALID) return lwo__st_perr(P, "tensor \"%.300s\": unknown dtype \"%.40s\"", name, dt);
+            t->dtype = lwo__st_dtype_from_tag(dt);
+            if (t->dtype == LWO_DTYPE_INVALID) return lwo__st_perr(P, "tensor \"%.300s\": unknown dtype \"%.40s\"", name, dt);
             P->pool_used = keep;
         } else if (strcmp(key, "shape") == 0) {
             if (have_shape++) return lwo__st_perr(P, "tensor \"%.300s\": duplicate field \"shape\"", name);
@@ -6695,7 +6637,7 @@ static int lwo__st_parse_tensor(lwo__st_parser *P, const char *name, size_t shar
             if (lwo__st_peek(P) == ']') P->p++;
             else for (;;) {
                 uint64_t d;
-                if (t->ndim == LWO_ST_MAX_DIMS) return lwo__st_perr(P, "tensor \"%.300s\": more than %d dimensions", name, LWO_ST_MAX_DIMS);
+                if (t->ndim == LWO_SAFETENSORS_MAX_DIMS) return lwo__st_perr(P, "tensor \"%.300s\": more than %d dimensions", name, LWO_SAFETENSORS_MAX_DIMS);
                 if (!lwo__st_uint(P, &d, "shape")) return 0;
                 t->shape[t->ndim++] = d;
                 lwo__st_ws(P);
@@ -6713,10 +6655,8 @@ static int lwo__st_parse_tensor(lwo__st_parser *P, const char *name, size_t shar
         } else {
             return lwo__st_perr(P, "tensor \"%.300s\": unknown field \"%.40s\"", name, key);
         }
-        lwo__st_ws(P);
-        if (lwo__st_peek(P) == ',') { P->p++; continue; }
-        if (lwo__st_peek(P) == '}') break;
-        return lwo__st_perr(P, "tensor \"%.300s\": expected ',' or '}', found %s", name, lwo__st_show(lwo__st_peek(P), b));
+        if ((m = lwo__st_member_end(P, name, NULL)) < 0) return 0;
+        if (!m) break;
     }
     P->p++;
     if (!have_dtype || !have_shape || !have_off)
@@ -6726,7 +6666,7 @@ static int lwo__st_parse_tensor(lwo__st_parser *P, const char *name, size_t shar
         return lwo__st_perr(P, "tensor \"%.300s\": data_offsets [%llu, %llu] are reversed", name,
                             (unsigned long long)begin, (unsigned long long)end);
     {
-        uint64_t n = 1, es = lwo_st_dtype_size(t->dtype);
+        uint64_t n = 1, es = lwo_dtype_size(t->dtype);
         int i;
         for (i = 0; i < t->ndim; i++) {
             if (t->shape[i] && n > UINT64_MAX / t->shape[i])
@@ -6738,7 +6678,7 @@ static int lwo__st_parse_tensor(lwo__st_parser *P, const char *name, size_t shar
         t->bytes = n * es;
         if (end - begin != t->bytes)
             return lwo__st_perr(P, "tensor \"%.300s\": data_offsets span %llu bytes, but %s with this shape is %llu bytes",
-                                name, (unsigned long long)(end - begin), lwo_st_dtype_name(t->dtype),
+                                name, (unsigned long long)(end - begin), lwo__st_dtype_tag(t->dtype),
                                 (unsigned long long)t->bytes);
     }
     t->offset = begin;
@@ -6782,13 +6722,13 @@ static void lwo__st_sort(void *base, size_t n, size_t size, int (*cmp)(const voi
 }
 
 static int lwo__st_cmp_offset(const void *a, const void *b) {
-    const lwo_st_tensor *x = *(const lwo_st_tensor *const *)a, *y = *(const lwo_st_tensor *const *)b;
+    const lwo_safetensors_tensor *x = *(const lwo_safetensors_tensor *const *)a, *y = *(const lwo_safetensors_tensor *const *)b;
     if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
     if (x->bytes != y->bytes) return x->bytes < y->bytes ? -1 : 1;
     return x < y ? -1 : x > y ? 1 : 0;
 }
 static int lwo__st_cmp_name(const void *a, const void *b) {
-    const lwo_st_tensor *x = *(const lwo_st_tensor *const *)a, *y = *(const lwo_st_tensor *const *)b;
+    const lwo_safetensors_tensor *x = *(const lwo_safetensors_tensor *const *)a, *y = *(const lwo_safetensors_tensor *const *)b;
     int c = strcmp(x->name, y->name);
     if (c) return c;
     return x < y ? -1 : x > y ? 1 : 0;
@@ -6806,18 +6746,18 @@ static lwo_result lwo__st_check_layout(lwo_safetensors *f, size_t s, size_t firs
     lwo__st_shard *sh = &f->shards[s];
     uint64_t data_size = sh->size - sh->data_start, cursor = 0;
     size_t n = f->count - first, i;
-    const lwo_st_tensor **v;
+    const lwo_safetensors_tensor **v;
     if (n == 0) {
         if (data_size != 0) { lwo__st_fail(f, "%s: %llu data bytes but no tensors", sh->path, (unsigned long long)data_size); return LWO_ERROR_BAD_FILE; }
         return LWO_SUCCESS;
     }
     if (n > ((size_t)-1) / sizeof *v) return LWO_ERROR_OUT_OF_HOST_MEMORY;
-    v = (const lwo_st_tensor **)LWO_MALLOC(n * sizeof *v);
+    v = (const lwo_safetensors_tensor **)LWO_MALLOC(n * sizeof *v);
     if (!v) return LWO_ERROR_OUT_OF_HOST_MEMORY;
     for (i = 0; i < n; i++) v[i] = &f->tensors[first + i];
     lwo__st_sort(v, n, sizeof *v, lwo__st_cmp_offset);
     for (i = 0; i < n; i++) {
-        const lwo_st_tensor *t = v[i];
+        const lwo_safetensors_tensor *t = v[i];
         uint64_t end = t->offset + t->bytes;   /* no overflow: end came from the file as a uint */
         if (end > data_size) {
             lwo__st_fail(f, "%s: tensor \"%.300s\": data_offsets [%llu, %llu] past the end of the data (%llu bytes)",
@@ -6846,7 +6786,7 @@ static lwo_result lwo__st_check_layout(lwo_safetensors *f, size_t s, size_t firs
         return LWO_ERROR_BAD_FILE;
     }
     for (i = first; i < f->count; i++) {
-        lwo_st_tensor *t = &f->tensors[i];
+        lwo_safetensors_tensor *t = &f->tensors[i];
         t->data = sh->base + sh->data_start + t->offset;
         t->offset += sh->data_start;
     }
@@ -6858,7 +6798,7 @@ static lwo_result lwo__st_parse_shard(lwo_safetensors *f, size_t s) {
     lwo__st_parser P;
     uint64_t hlen = 0;
     size_t first = f->count;
-    int i, have_meta = 0, r;
+    int i, have_meta = 0, r, m;
     char b[16];
     if (sh->size < 8) {
         lwo__st_fail(f, "%s: file is %llu bytes, shorter than the 8-byte header length", sh->path, (unsigned long long)sh->size);
@@ -6911,11 +6851,8 @@ static lwo_result lwo__st_parse_shard(lwo_safetensors *f, size_t s) {
                 }
                 if (!lwo__st_string(&P, &v)) return LWO_ERROR_BAD_FILE;
                 if (!lwo__st_push_meta(f, k, v, s)) return LWO_ERROR_OUT_OF_HOST_MEMORY;
-                lwo__st_ws(&P);
-                if (lwo__st_peek(&P) == ',') { P.p++; continue; }
-                if (lwo__st_peek(&P) == '}') break;
-                lwo__st_perr(&P, "expected ',' or '}' in __metadata__, found %s", lwo__st_show(lwo__st_peek(&P), b));
-                return LWO_ERROR_BAD_FILE;
+                if ((m = lwo__st_member_end(&P, NULL, " in __metadata__")) < 0) return LWO_ERROR_BAD_FILE;
+                if (!m) break;
             }
             P.p++;
         } else {
@@ -6923,11 +6860,8 @@ static lwo_result lwo__st_parse_shard(lwo_safetensors *f, size_t s) {
             if (r < 0) return LWO_ERROR_OUT_OF_HOST_MEMORY;
             if (r == 0) return LWO_ERROR_BAD_FILE;
         }
-        lwo__st_ws(&P);
-        if (lwo__st_peek(&P) == ',') { P.p++; continue; }
-        if (lwo__st_peek(&P) == '}') break;
-        lwo__st_perr(&P, "expected ',' or '}' at the top level, found %s", lwo__st_show(lwo__st_peek(&P), b));
-        return LWO_ERROR_BAD_FILE;
+        if ((m = lwo__st_member_end(&P, NULL, " at the top level")) < 0) return LWO_ERROR_BAD_FILE;
+        if (!m) break;
     }
     P.p++;
     lwo__st_ws(&P);
@@ -6944,12 +6878,12 @@ static lwo_result lwo__st_finish(lwo_safetensors *f) {
     size_t i, j;
     if (f->count) {
         if (f->count > ((size_t)-1) / sizeof *f->by_name) return LWO_ERROR_OUT_OF_HOST_MEMORY;
-        f->by_name = (const lwo_st_tensor **)LWO_MALLOC(f->count * sizeof *f->by_name);
+        f->by_name = (const lwo_safetensors_tensor **)LWO_MALLOC(f->count * sizeof *f->by_name);
         if (!f->by_name) return LWO_ERROR_OUT_OF_HOST_MEMORY;
         for (i = 0; i < f->count; i++) f->by_name[i] = &f->tensors[i];
         lwo__st_sort(f->by_name, f->count, sizeof *f->by_name, lwo__st_cmp_name);
         for (i = 1; i < f->count; i++) {
-            const lwo_st_tensor *a = f->by_name[i - 1], *b = f->by_name[i];
+            const lwo_safetensors_tensor *a = f->by_name[i - 1], *b = f->by_name[i];
             if (strcmp(a->name, b->name) == 0) {
                 if (a->shard == b->shard)
                     lwo__st_fail(f, "%s: duplicate tensor name \"%.300s\"", f->shards[a->shard].path, a->name);
@@ -6992,14 +6926,8 @@ static lwo_result lwo__st_new(size_t shards, lwo_safetensors **out) {
     *out = f;
     return LWO_SUCCESS;
 }
-static char *lwo__st_strdup(const char *s) {
-    size_t n = strlen(s) + 1;
-    char *d = (char *)LWO_MALLOC(n);
-    if (d) memcpy(d, s, n);
-    return d;
-}
 
-LWO_API void lwo_safetensors_close(lwo_safetensors *f) {
+LWO_DEF void lwo_safetensors_destroy(lwo_safetensors *f) {
     size_t i;
     if (!f) return;
     for (i = 0; i < f->shard_count; i++) {
@@ -7021,18 +6949,13 @@ static lwo_result lwo__st_map(lwo_safetensors *f, lwo__st_shard *sh, const char 
     return r;
 }
 
-LWO_API lwo_result lwo_safetensors_open_many(const char *const *paths, size_t count, lwo_safetensors **out) {
-    lwo_safetensors *f;
+/* The shards of a file set, opened one after another into f. */
+static lwo_result lwo__st_open_files(lwo_safetensors *f, const char *const *paths, size_t count) {
     lwo_result r;
     size_t i;
-    if (!out) return LWO_ERROR_INVALID_ARGUMENT;
-    r = lwo__st_new(count, out);
-    if (r != LWO_SUCCESS) return r;
-    f = *out;
-    if (!paths || count == 0) { lwo__st_fail(f, "lwo_safetensors_open_many: no paths"); return LWO_ERROR_INVALID_ARGUMENT; }
     for (i = 0; i < count; i++) {
-        if (!paths[i]) { lwo__st_fail(f, "lwo_safetensors_open_many: paths[%llu] is NULL", (unsigned long long)i); return LWO_ERROR_INVALID_ARGUMENT; }
-        f->shards[i].path = lwo__st_strdup(paths[i]);
+        if (!paths[i]) { lwo__st_fail(f, "lwo_safetensors_create: desc.paths[%llu] is NULL", (unsigned long long)i); return LWO_ERROR_INVALID_ARGUMENT; }
+        f->shards[i].path = lwo__strdup(paths[i]);
         if (!f->shards[i].path) return LWO_ERROR_OUT_OF_HOST_MEMORY;
         f->shard_count = i + 1;
         r = lwo__st_map(f, &f->shards[i], paths[i]);
@@ -7042,26 +6965,11 @@ LWO_API lwo_result lwo_safetensors_open_many(const char *const *paths, size_t co
     }
     return lwo__st_finish(f);
 }
-LWO_API lwo_result lwo_safetensors_open(const char *path, lwo_safetensors **out) {
-    if (!path) {
-        lwo_result r;
-        if (!out) return LWO_ERROR_INVALID_ARGUMENT;
-        r = lwo__st_new(0, out);
-        if (r != LWO_SUCCESS) return r;
-        lwo__st_fail(*out, "lwo_safetensors_open: path is NULL");
-        return LWO_ERROR_INVALID_ARGUMENT;
-    }
-    return lwo_safetensors_open_many(&path, 1, out);
-}
-LWO_API lwo_result lwo_safetensors_open_memory(const void *data, size_t size, lwo_safetensors **out) {
-    lwo_safetensors *f;
+
+/* The caller's bytes, as one shard. */
+static lwo_result lwo__st_open_memory(lwo_safetensors *f, const void *data, size_t size) {
     lwo_result r;
-    if (!out) return LWO_ERROR_INVALID_ARGUMENT;
-    r = lwo__st_new(1, out);
-    if (r != LWO_SUCCESS) return r;
-    f = *out;
-    if (!data && size) { lwo__st_fail(f, "lwo_safetensors_open_memory: data is NULL"); return LWO_ERROR_INVALID_ARGUMENT; }
-    f->shards[0].path = lwo__st_strdup("<memory>");
+    f->shards[0].path = lwo__strdup("<memory>");
     if (!f->shards[0].path) return LWO_ERROR_OUT_OF_HOST_MEMORY;
     f->shard_count = 1;
     f->shards[0].base = data ? (const uint8_t *)data : (const uint8_t *)"";
@@ -7071,12 +6979,30 @@ LWO_API lwo_result lwo_safetensors_open_memory(const void *data, size_t size, lw
     return lwo__st_finish(f);
 }
 
-LWO_API const char *lwo_safetensors_error(const lwo_safetensors *f) { return f ? f->error : "lwo_safetensors is NULL"; }
-LWO_API size_t lwo_safetensors_count(const lwo_safetensors *f) { return f && f->ready ? f->count : 0; }
-LWO_API const lwo_st_tensor *lwo_safetensors_tensor(const lwo_safetensors *f, size_t i) {
+LWO_DEF lwo_result lwo_safetensors_create(const lwo_safetensors_desc *d, lwo_safetensors **out) {
+    size_t count = !d ? 0 : d->path ? 1 : d->paths ? d->path_count : 1;
+    int sources = d ? (d->path != NULL) + (d->paths != NULL) + (d->data != NULL || d->size != 0) : 0;
+    lwo_result r;
+    if (!out) return LWO_ERROR_INVALID_ARGUMENT;
+    if ((r = lwo__st_new(count ? count : 1, out)) != LWO_SUCCESS) return r;
+    if (!d) { lwo__st_fail(*out, "lwo_safetensors_create: argument 'desc' is NULL"); return LWO_ERROR_INVALID_ARGUMENT; }
+    if (sources != 1 || (d->paths && d->path_count == 0)) {
+        lwo__st_fail(*out, "lwo_safetensors_create: the desc names %s; give exactly one of path, paths (with path_count > 0), data",
+                     sources == 0 ? "nothing to read" : sources > 1 ? "more than one source" : "no paths");
+        return LWO_ERROR_INVALID_ARGUMENT;
+    }
+    if (d->path) return lwo__st_open_files(*out, &d->path, 1);
+    if (d->paths) return lwo__st_open_files(*out, d->paths, d->path_count);
+    if (!d->data) { lwo__st_fail(*out, "lwo_safetensors_create: desc.data is NULL"); return LWO_ERROR_INVALID_ARGUMENT; }
+    return lwo__st_open_memory(*out, d->data, d->size);
+}
+
+LWO_DEF const char *lwo_safetensors_last_error(const lwo_safetensors *f) { return f ? f->error : "lwo_safetensors is NULL"; }
+LWO_DEF size_t lwo_safetensors_count(const lwo_safetensors *f) { return f && f->ready ? f->count : 0; }
+LWO_DEF const lwo_safetensors_tensor *lwo_safetensors_tensor_at(const lwo_safetensors *f, size_t i) {
     return (f && f->ready && i < f->count) ? &f->tensors[i] : NULL;
 }
-LWO_API const lwo_st_tensor *lwo_safetensors_find(const lwo_safetensors *f, const char *name) {
+LWO_DEF const lwo_safetensors_tensor *lwo_safetensors_find(const lwo_safetensors *f, const char *name) {
     size_t lo = 0, hi;
     if (!f || !f->ready || !f->by_name || !name) return NULL;
     hi = f->count;
@@ -7088,14 +7014,14 @@ LWO_API const lwo_st_tensor *lwo_safetensors_find(const lwo_safetensors *f, cons
     }
     return NULL;
 }
-LWO_API size_t lwo_safetensors_metadata_count(const lwo_safetensors *f) { return f && f->ready ? f->meta_count : 0; }
-LWO_API const char *lwo_safetensors_metadata_key(const lwo_safetensors *f, size_t i) {
+LWO_DEF size_t lwo_safetensors_metadata_count(const lwo_safetensors *f) { return f && f->ready ? f->meta_count : 0; }
+LWO_DEF const char *lwo_safetensors_metadata_key(const lwo_safetensors *f, size_t i) {
     return (f && f->ready && i < f->meta_count) ? f->meta[i].key : NULL;
 }
-LWO_API const char *lwo_safetensors_metadata_value(const lwo_safetensors *f, size_t i) {
+LWO_DEF const char *lwo_safetensors_metadata_value(const lwo_safetensors *f, size_t i) {
     return (f && f->ready && i < f->meta_count) ? f->meta[i].value : NULL;
 }
-LWO_API const char *lwo_safetensors_metadata_find(const lwo_safetensors *f, const char *key) {
+LWO_DEF const char *lwo_safetensors_metadata_find(const lwo_safetensors *f, const char *key) {
     size_t lo = 0, hi;
     if (!f || !f->ready || !key) return NULL;
     hi = f->meta_count;
@@ -7106,173 +7032,6 @@ LWO_API const char *lwo_safetensors_metadata_find(const lwo_safetensors *f, cons
         if (c < 0) lo = mid + 1; else hi = mid;
     }
     return NULL;
-}
-
-/* ---- number codecs (the CPU conversion) ---------------------------------------------------- */
-/* The codecs are section 7's references (lwo_ref_*), the math of the GPU kernels, so a tensor
-   converted here is bit for bit what lwo's kernels make of the same data. */
-/* Element i of `data` (dtype t, unaligned) as f32. */
-static float lwo__st_load(const void *data, lwo_st_dtype t, uint64_t i) {
-    const uint8_t *p = (const uint8_t *)data + i * lwo_st_dtype_size(t);
-    switch (t) {
-    case LWO_ST_F64: { double d; memcpy(&d, p, 8); return (float)d; }
-    case LWO_ST_F32: case LWO_ST_F16: case LWO_ST_BF16: case LWO_ST_F8_E4M3: case LWO_ST_F8_E5M2:
-        return lwo_ref_load(p, lwo_st_dtype_to_lwo(t), 0);
-    case LWO_ST_I64: { int64_t x; memcpy(&x, p, 8); return (float)x; }
-    case LWO_ST_I32: { int32_t x; memcpy(&x, p, 4); return (float)x; }
-    case LWO_ST_I16: { int16_t x; memcpy(&x, p, 2); return (float)x; }
-    case LWO_ST_I8: return (float)(int8_t)*p;
-    case LWO_ST_U8: return (float)*p;
-    case LWO_ST_BOOL: return *p ? 1.0f : 0.0f;
-    default: return 0.0f;
-    }
-}
-
-/* ---- quantized-checkpoint conventions ------------------------------------------------------ */
-static int lwo__st_scalar(const lwo_st_tensor *t, float *v) {
-    if (!t || t->numel != 1) return 0;
-    if (t->dtype != LWO_ST_F32 && t->dtype != LWO_ST_F16 && t->dtype != LWO_ST_BF16 && t->dtype != LWO_ST_F64) return 0;
-    *v = lwo__st_load(t->data, t->dtype, 0);
-    return 1;
-}
-/* strcmp(name, prefix[0, plen) + suffix) without building the joined name, so a name of any
-   length finds its companions with no buffer and no allocation. */
-static int lwo__st_cmp_joined(const char *name, const char *prefix, size_t plen, const char *suffix) {
-    size_t i;
-    for (i = 0; i < plen; i++)   /* stops at name's NUL: prefix has none before plen */
-        if (name[i] != prefix[i]) return (unsigned char)name[i] < (unsigned char)prefix[i] ? -1 : 1;
-    return strcmp(name + plen, suffix);
-}
-/* The tensor named prefix[0, plen) + suffix, or NULL: a binary search of the name index. */
-static const lwo_st_tensor *lwo__st_find_suffix(const lwo_safetensors *f, const char *prefix, size_t plen, const char *suffix) {
-    size_t lo = 0, hi;
-    if (!f || !f->ready || !f->by_name) return NULL;
-    hi = f->count;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = lwo__st_cmp_joined(f->by_name[mid]->name, prefix, plen, suffix);
-        if (c == 0) return f->by_name[mid];
-        if (c < 0) lo = mid + 1; else hi = mid;
-    }
-    return NULL;
-}
-/* Reads the comfy_quant JSON object and copies its top-level "format" string. */
-static int lwo__st_comfy_json(lwo_safetensors *f, const lwo_st_tensor *t, char *format, size_t fsize) {
-    lwo__st_parser P;
-    char what[300], b[16];
-    int ok = 1;
-    snprintf(what, sizeof what, "%s: tensor \"%.200s\"", f->shards[t->shard].path, t->name);
-    memset(&P, 0, sizeof P);
-    P.f = f;
-    P.what = what;
-    P.begin = P.p = (const uint8_t *)t->data;
-    P.end = P.begin + t->bytes;
-    P.file_offset = t->offset;
-    P.pool_cap = (size_t)t->bytes + 1;
-    P.pool = (char *)LWO_MALLOC(P.pool_cap);
-    if (!P.pool) { lwo__st_fail(f, "out of host memory"); return -1; }
-    format[0] = 0;
-    if (!lwo__st_expect(&P, '{', "'{' (comfy_quant holds a JSON object)")) ok = 0;
-    lwo__st_ws(&P);
-    if (ok && lwo__st_peek(&P) == '}') P.p++;
-    else while (ok) {
-        const char *k, *v;
-        if (!lwo__st_string(&P, &k) || !lwo__st_expect(&P, ':', "':'")) { ok = 0; break; }
-        lwo__st_ws(&P);
-        if (strcmp(k, "format") == 0) {
-            if (lwo__st_peek(&P) != '"') { ok = lwo__st_perr(&P, "\"format\" must be a string"); break; }
-            if (!lwo__st_string(&P, &v)) { ok = 0; break; }
-            snprintf(format, fsize, "%s", v);
-        } else if (!lwo__st_skip_value(&P, 1)) { ok = 0; break; }
-        lwo__st_ws(&P);
-        if (lwo__st_peek(&P) == ',') { P.p++; continue; }
-        if (lwo__st_peek(&P) == '}') { P.p++; break; }
-        ok = lwo__st_perr(&P, "expected ',' or '}', found %s", lwo__st_show(lwo__st_peek(&P), b));
-    }
-    if (ok) {
-        lwo__st_ws(&P);
-        while (P.p < P.end && *P.p == 0) P.p++;   /* tolerate NUL padding after the object */
-        if (P.p != P.end) ok = lwo__st_perr(&P, "unexpected %s after the JSON object", lwo__st_show(lwo__st_peek(&P), b));
-    }
-    if (ok && !format[0]) ok = lwo__st_perr(&P, "no \"format\" in comfy_quant");
-    LWO_FREE(P.pool);
-    return ok;
-}
-
-LWO_API lwo_result lwo_safetensors_quant_info(lwo_safetensors *f, const char *weight_name, lwo_st_quant *out) {
-    const lwo_st_tensor *w, *cq;
-    const char *lq;
-    size_t nl, plen;
-    if (!f || !weight_name || !out) { if (f) lwo__st_fail(f, "lwo_safetensors_quant_info: NULL argument"); return LWO_ERROR_INVALID_ARGUMENT; }
-    memset(out, 0, sizeof *out);
-    out->weight_scale_value = out->input_scale_value = 1.0f;
-    w = lwo_safetensors_find(f, weight_name);
-    if (!w) { lwo__st_fail(f, "no tensor \"%.300s\"", weight_name); return LWO_ERROR_NOT_FOUND; }
-    out->weight = w;
-    nl = strlen(weight_name);
-    if (nl < 7 || strcmp(weight_name + nl - 7, ".weight") != 0) return LWO_SUCCESS;
-    plen = nl - 7;   /* "<prefix>" without ".weight" */
-
-    cq = lwo__st_find_suffix(f, weight_name, plen, ".comfy_quant");
-    if (cq) {
-        int r;
-        if (cq->dtype != LWO_ST_U8 || cq->ndim != 1) {
-            lwo__st_fail(f, "tensor \"%.300s\": comfy_quant must be U8 [n], found %s with %d dims", cq->name,
-                         lwo_st_dtype_name(cq->dtype), cq->ndim);
-            return LWO_ERROR_BAD_FILE;
-        }
-        r = lwo__st_comfy_json(f, cq, out->comfy_format, sizeof out->comfy_format);
-        if (r < 0) return LWO_ERROR_OUT_OF_HOST_MEMORY;
-        if (!r) return LWO_ERROR_BAD_FILE;
-        if ((strcmp(out->comfy_format, "float8_e4m3fn") == 0 && w->dtype != LWO_ST_F8_E4M3) ||
-            (strcmp(out->comfy_format, "float8_e5m2") == 0 && w->dtype != LWO_ST_F8_E5M2)) {
-            lwo__st_fail(f, "tensor \"%.300s\": comfy_quant says %s but the weight is %s", w->name, out->comfy_format,
-                         lwo_st_dtype_name(w->dtype));
-            return LWO_ERROR_BAD_FILE;
-        }
-        out->format = LWO_ST_QUANT_COMFY_QUANT;
-        out->weight_scale = lwo__st_find_suffix(f, weight_name, plen, ".weight_scale");
-        out->input_scale = lwo__st_find_suffix(f, weight_name, plen, ".input_scale");
-        (void)lwo__st_scalar(out->weight_scale, &out->weight_scale_value);
-        (void)lwo__st_scalar(out->input_scale, &out->input_scale_value);
-        return LWO_SUCCESS;
-    }
-
-    lq = lwo_safetensors_metadata_find(f, "lwo.quant");
-    if (lq && strcmp(lq, LWO_ST_QUANT_LWO_INT8_V1) == 0 && w->dtype == LWO_ST_I8) {
-        const lwo_st_tensor *s = lwo__st_find_suffix(f, weight_name, plen, ".weight_scale");
-        const lwo_st_tensor *sm = lwo__st_find_suffix(f, weight_name, plen, ".smooth");
-        if (w->ndim != 2) { lwo__st_fail(f, "tensor \"%.300s\": lwo int8 weights are [N, K], this has %d dims", w->name, w->ndim); return LWO_ERROR_BAD_FILE; }
-        if (!s || s->dtype != LWO_ST_F32 || s->ndim != 1 || s->shape[0] != w->shape[0]) {
-            lwo__st_fail(f, "tensor \"%.300s\": lwo int8 needs %.*s.weight_scale F32 [%llu]", w->name, (int)(plen < 300 ? plen : 300), weight_name,
-                         (unsigned long long)w->shape[0]);
-            return LWO_ERROR_BAD_FILE;
-        }
-        if (sm && (sm->dtype != LWO_ST_F32 || sm->ndim != 1 || sm->shape[0] != w->shape[1])) {
-            lwo__st_fail(f, "tensor \"%.300s\": must be F32 [%llu]", sm->name, (unsigned long long)w->shape[1]);
-            return LWO_ERROR_BAD_FILE;
-        }
-        out->format = LWO_ST_QUANT_LWO_INT8;
-        out->weight_scale = s;
-        out->smooth = sm;
-        (void)lwo__st_scalar(s, &out->weight_scale_value);
-        return LWO_SUCCESS;
-    }
-
-    if (lwo_safetensors_find(f, "scaled_fp8") && (w->dtype == LWO_ST_F8_E4M3 || w->dtype == LWO_ST_F8_E5M2)) {
-        out->format = LWO_ST_QUANT_COMFY_SCALED_FP8;
-        out->weight_scale = lwo__st_find_suffix(f, weight_name, plen, ".scale_weight");
-        out->input_scale = lwo__st_find_suffix(f, weight_name, plen, ".scale_input");
-        if (out->weight_scale && !lwo__st_scalar(out->weight_scale, &out->weight_scale_value)) {
-            lwo__st_fail(f, "tensor \"%.300s\": scale_weight must be one float, found %s with %llu elements",
-                         out->weight_scale->name, lwo_st_dtype_name(out->weight_scale->dtype),
-                         (unsigned long long)out->weight_scale->numel);
-            return LWO_ERROR_BAD_FILE;
-        }
-        (void)lwo__st_scalar(out->input_scale, &out->input_scale_value);
-        return LWO_SUCCESS;
-    }
-    return LWO_SUCCESS;
 }
 
 /* ---- writer -------------------------------------------------------------------------------- */
@@ -7319,8 +7078,8 @@ static void lwo__st_werr(char *err, size_t err_size, const char *fmt, ...) {
     va_end(ap);
 }
 static int lwo__st_cmp_write(const void *a, const void *b) {
-    const lwo_st_write_tensor *x = *(const lwo_st_write_tensor *const *)a, *y = *(const lwo_st_write_tensor *const *)b;
-    size_t sx = lwo_st_dtype_size(x->dtype), sy = lwo_st_dtype_size(y->dtype);
+    const lwo_safetensors_write_tensor *x = *(const lwo_safetensors_write_tensor *const *)a, *y = *(const lwo_safetensors_write_tensor *const *)b;
+    size_t sx = lwo_dtype_size(x->dtype), sy = lwo_dtype_size(y->dtype);
     if (sx != sy) return sx > sy ? -1 : 1;
     return strcmp(x->name, y->name);
 }
@@ -7332,10 +7091,14 @@ static int lwo__st_cmp_kv(const void *a, const void *b) {
     return strcmp(((const lwo__st_kv *)a)->key, ((const lwo__st_kv *)b)->key);
 }
 
-LWO_API lwo_result lwo_safetensors_write(const char *path, const lwo_st_write_tensor *tensors, size_t count,
-                                         const char *const *meta_keys, const char *const *meta_values,
-                                         size_t meta_count, char *err, size_t err_size) {
-    const lwo_st_write_tensor **order = NULL;
+LWO_DEF lwo_result lwo_safetensors_write(lwo_safetensors_write_desc *desc) {
+    const char *path = desc ? desc->path : NULL;
+    const lwo_safetensors_write_tensor *tensors = desc ? desc->tensors : NULL;
+    const size_t count = desc ? desc->tensor_count : 0, meta_count = desc ? desc->meta_count : 0;
+    const char *const *meta_keys = desc ? desc->meta_keys : NULL, *const *meta_values = desc ? desc->meta_values : NULL;
+    char dummy[1], *err = desc ? desc->error : dummy;
+    const size_t err_size = desc ? sizeof desc->error : sizeof dummy;
+    const lwo_safetensors_write_tensor **order = NULL;
     lwo__st_kv *keys = NULL;   /* the metadata sorted by key, each with its value */
     lwo__st_buf h;
     lwo__wfile wf;
@@ -7347,15 +7110,15 @@ LWO_API lwo_result lwo_safetensors_write(const char *path, const lwo_st_write_te
     lwo_result r = LWO_ERROR_INVALID_ARGUMENT;
     memset(&h, 0, sizeof h);
     if (err && err_size) err[0] = 0;
-    if (!path || (count && !tensors) || (meta_count && (!meta_keys || !meta_values))) {
-        lwo__st_werr(err, err_size, "lwo_safetensors_write: NULL path, tensors or metadata");
+    if (!desc || !path || (count && !tensors) || (meta_count && (!meta_keys || !meta_values))) {
+        lwo__st_werr(err, err_size, "lwo_safetensors_write: NULL desc, path, tensors or metadata");
         return LWO_ERROR_INVALID_ARGUMENT;
     }
     if (count > ((size_t)-1) / sizeof *order - 1 || meta_count > ((size_t)-1) / sizeof *keys - 1) {
         lwo__st_werr(err, err_size, "lwo_safetensors_write: count too large");
         return LWO_ERROR_INVALID_ARGUMENT;
     }
-    order = (const lwo_st_write_tensor **)LWO_MALLOC((count + 1) * sizeof *order);
+    order = (const lwo_safetensors_write_tensor **)LWO_MALLOC((count + 1) * sizeof *order);
     keys = (lwo__st_kv *)LWO_MALLOC((meta_count + 1) * sizeof *keys);
     if (!order || !keys) { r = LWO_ERROR_OUT_OF_HOST_MEMORY; lwo__st_werr(err, err_size, "out of host memory"); goto done; }
     for (i = 0; i < meta_count; i++) {
@@ -7370,16 +7133,16 @@ LWO_API lwo_result lwo_safetensors_write(const char *path, const lwo_st_write_te
     for (i = 1; i < meta_count; i++)
         if (strcmp(keys[i - 1].key, keys[i].key) == 0) { lwo__st_werr(err, err_size, "duplicate metadata key \"%.200s\"", keys[i].key); goto done; }
     for (i = 0; i < count; i++) {
-        const lwo_st_write_tensor *t = &tensors[i];
+        const lwo_safetensors_write_tensor *t = &tensors[i];
         uint64_t n = 1, es;
         int d;
         if (!t->name) { lwo__st_werr(err, err_size, "tensors[%llu]: NULL name", (unsigned long long)i); goto done; }
         if (!lwo__st_utf8_valid(t->name)) { lwo__st_werr(err, err_size, "tensors[%llu]: name is not valid UTF-8", (unsigned long long)i); goto done; }
         if (strcmp(t->name, "__metadata__") == 0) { lwo__st_werr(err, err_size, "tensors[%llu]: the name \"__metadata__\" is reserved", (unsigned long long)i); goto done; }
-        es = lwo_st_dtype_size(t->dtype);
+        es = lwo_dtype_size(t->dtype);
         if (!es) { lwo__st_werr(err, err_size, "tensor \"%.200s\": invalid dtype %d", t->name, (int)t->dtype); goto done; }
-        if (t->ndim < 0 || t->ndim > LWO_ST_MAX_DIMS || (t->ndim && !t->shape)) {
-            lwo__st_werr(err, err_size, "tensor \"%.200s\": ndim %d (0..%d, with a shape)", t->name, t->ndim, LWO_ST_MAX_DIMS); goto done;
+        if (t->ndim < 0 || t->ndim > LWO_SAFETENSORS_MAX_DIMS || (t->ndim && !t->shape)) {
+            lwo__st_werr(err, err_size, "tensor \"%.200s\": ndim %d (0..%d, with a shape)", t->name, t->ndim, LWO_SAFETENSORS_MAX_DIMS); goto done;
         }
         for (d = 0; d < t->ndim; d++) {
             if (t->shape[d] > UINT64_C(0x7fffffffffffffff) || (t->shape[d] && n > UINT64_MAX / t->shape[d])) {
@@ -7389,7 +7152,7 @@ LWO_API lwo_result lwo_safetensors_write(const char *path, const lwo_st_write_te
         }
         if (n > UINT64_MAX / es || n * es != t->bytes) {
             lwo__st_werr(err, err_size, "tensor \"%.200s\": bytes %llu, but %s with this shape is %llu bytes", t->name,
-                         (unsigned long long)t->bytes, lwo_st_dtype_name(t->dtype), (unsigned long long)(n * es));
+                         (unsigned long long)t->bytes, lwo__st_dtype_tag(t->dtype), (unsigned long long)(n * es));
             goto done;
         }
         if (t->bytes && !t->data) { lwo__st_werr(err, err_size, "tensor \"%.200s\": NULL data", t->name); goto done; }
@@ -7424,12 +7187,12 @@ LWO_API lwo_result lwo_safetensors_write(const char *path, const lwo_st_write_te
     }
     off = 0;
     for (i = 0; i < count; i++) {
-        const lwo_st_write_tensor *t = order[i];
+        const lwo_safetensors_write_tensor *t = order[i];
         int d;
         if (i || meta_count) lwo__st_puts(&h, ",");
         lwo__st_put_json(&h, t->name);
         lwo__st_puts(&h, ":{\"dtype\":\"");
-        lwo__st_puts(&h, lwo_st_dtype_name(t->dtype));
+        lwo__st_puts(&h, lwo__st_dtype_tag(t->dtype));
         lwo__st_puts(&h, "\",\"shape\":[");
         for (d = 0; d < t->ndim; d++) { if (d) lwo__st_puts(&h, ","); lwo__st_put_u64(&h, t->shape[d]); }
         lwo__st_puts(&h, "],\"data_offsets\":[");
@@ -7465,15 +7228,178 @@ done:
     return r;
 }
 
-/* ---- storage policy ------------------------------------------------------------------------ */
-static const char *const lwo__st_store_names[LWO_STORE_FORMAT_COUNT] = {
-    "keep", "bf16", "f16", "f32", "fp8_e4m3", "fp8_e5m2", "int8"
-};
-LWO_API const char *lwo_store_format_name(lwo_store_format f) {
-    return ((unsigned)f < (unsigned)LWO_STORE_FORMAT_COUNT) ? lwo__st_store_names[f] : "invalid";
+/* ==== 13. Checkpoints ======================================================================== */
+/* What the ecosystem stores in safetensors files and how lwo reads it: number codecs,
+   quantized-checkpoint conventions, storage policies, the CPU conversion, weights from a
+   checkpoint. */
+/* ---- number codecs (the CPU conversion) ---------------------------------------------------- */
+/* The codecs are section 7's references (lwo_ref_*), the math of the GPU kernels, so a tensor
+   converted here is bit for bit what lwo's kernels make of the same data. */
+/* Element i of `data` (dtype t, unaligned) as f32. */
+static float lwo__st_load(const void *data, lwo_dtype t, uint64_t i) {
+    const uint8_t *p = (const uint8_t *)data + i * lwo_dtype_size(t);
+    switch (t) {
+    case LWO_DTYPE_F64: { double d; memcpy(&d, p, 8); return (float)d; }
+    case LWO_DTYPE_F32: case LWO_DTYPE_F16: case LWO_DTYPE_BF16: case LWO_DTYPE_F8_E4M3: case LWO_DTYPE_F8_E5M2:
+        return lwo_ref_load(p, lwo__st_kernel_dtype(t), 0);
+    case LWO_DTYPE_I64: { int64_t x; memcpy(&x, p, 8); return (float)x; }
+    case LWO_DTYPE_I32: { int32_t x; memcpy(&x, p, 4); return (float)x; }
+    case LWO_DTYPE_I16: { int16_t x; memcpy(&x, p, 2); return (float)x; }
+    case LWO_DTYPE_I8: return (float)(int8_t)*p;
+    case LWO_DTYPE_U8: return (float)*p;
+    case LWO_DTYPE_BOOL: return *p ? 1.0f : 0.0f;
+    default: return 0.0f;
+    }
 }
+
+/* ---- quantized-checkpoint conventions ------------------------------------------------------ */
+static int lwo__st_scalar(const lwo_safetensors_tensor *t, float *v) {
+    if (!t || t->numel != 1) return 0;
+    if (t->dtype != LWO_DTYPE_F32 && t->dtype != LWO_DTYPE_F16 && t->dtype != LWO_DTYPE_BF16 && t->dtype != LWO_DTYPE_F64) return 0;
+    *v = lwo__st_load(t->data, t->dtype, 0);
+    return 1;
+}
+/* strcmp(name, prefix[0, plen) + suffix) without building the joined name, so a name of any
+   length finds its companions with no buffer and no allocation. */
+static int lwo__st_cmp_joined(const char *name, const char *prefix, size_t plen, const char *suffix) {
+    size_t i;
+    for (i = 0; i < plen; i++)   /* stops at name's NUL: prefix has none before plen */
+        if (name[i] != prefix[i]) return (unsigned char)name[i] < (unsigned char)prefix[i] ? -1 : 1;
+    return strcmp(name + plen, suffix);
+}
+/* The tensor named prefix[0, plen) + suffix, or NULL: a binary search of the name index. */
+static const lwo_safetensors_tensor *lwo__st_find_suffix(const lwo_safetensors *f, const char *prefix, size_t plen, const char *suffix) {
+    size_t lo = 0, hi;
+    if (!f || !f->ready || !f->by_name) return NULL;
+    hi = f->count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = lwo__st_cmp_joined(f->by_name[mid]->name, prefix, plen, suffix);
+        if (c == 0) return f->by_name[mid];
+        if (c < 0) lo = mid + 1; else hi = mid;
+    }
+    return NULL;
+}
+/* Reads the comfy_quant JSON object and copies its top-level "format" string. */
+static int lwo__st_comfy_json(lwo_safetensors *f, const lwo_safetensors_tensor *t, char *format, size_t fsize) {
+    lwo__st_parser P;
+    char what[300], b[16];
+    int ok = 1, m;
+    snprintf(what, sizeof what, "%s: tensor \"%.200s\"", f->shards[t->shard].path, t->name);
+    memset(&P, 0, sizeof P);
+    P.f = f;
+    P.what = what;
+    P.begin = P.p = (const uint8_t *)t->data;
+    P.end = P.begin + t->bytes;
+    P.file_offset = t->offset;
+    P.pool_cap = (size_t)t->bytes + 1;
+    P.pool = (char *)LWO_MALLOC(P.pool_cap);
+    if (!P.pool) { lwo__st_fail(f, "out of host memory"); return -1; }
+    format[0] = 0;
+    if (!lwo__st_expect(&P, '{', "'{' (comfy_quant holds a JSON object)")) ok = 0;
+    lwo__st_ws(&P);
+    if (ok && lwo__st_peek(&P) == '}') P.p++;
+    else while (ok) {
+        const char *k, *v;
+        if (!lwo__st_string(&P, &k) || !lwo__st_expect(&P, ':', "':'")) { ok = 0; break; }
+        lwo__st_ws(&P);
+        if (strcmp(k, "format") == 0) {
+            if (lwo__st_peek(&P) != '"') { ok = lwo__st_perr(&P, "\"format\" must be a string"); break; }
+            if (!lwo__st_string(&P, &v)) { ok = 0; break; }
+            snprintf(format, fsize, "%s", v);
+        } else if (!lwo__st_skip_value(&P, 1)) { ok = 0; break; }
+        if ((m = lwo__st_member_end(&P, NULL, "")) < 0) { ok = 0; break; }
+        if (!m) { P.p++; break; }
+    }
+    if (ok) {
+        lwo__st_ws(&P);
+        while (P.p < P.end && *P.p == 0) P.p++;   /* tolerate NUL padding after the object */
+        if (P.p != P.end) ok = lwo__st_perr(&P, "unexpected %s after the JSON object", lwo__st_show(lwo__st_peek(&P), b));
+    }
+    if (ok && !format[0]) ok = lwo__st_perr(&P, "no \"format\" in comfy_quant");
+    LWO_FREE(P.pool);
+    return ok;
+}
+
+LWO_DEF lwo_result lwo_safetensors_get_quant_info(lwo_safetensors *f, const char *weight_name, lwo_safetensors_quant *out) {
+    const lwo_safetensors_tensor *w, *cq;
+    const char *lq;
+    size_t nl, plen;
+    if (!f || !weight_name || !out) { if (f) lwo__st_fail(f, "lwo_safetensors_quant_info: NULL argument"); return LWO_ERROR_INVALID_ARGUMENT; }
+    memset(out, 0, sizeof *out);
+    out->weight_scale_value = out->input_scale_value = 1.0f;
+    w = lwo_safetensors_find(f, weight_name);
+    if (!w) { lwo__st_fail(f, "no tensor \"%.300s\"", weight_name); return LWO_ERROR_NOT_FOUND; }
+    out->weight = w;
+    nl = strlen(weight_name);
+    if (nl < 7 || strcmp(weight_name + nl - 7, ".weight") != 0) return LWO_SUCCESS;
+    plen = nl - 7;   /* "<prefix>" without ".weight" */
+
+    cq = lwo__st_find_suffix(f, weight_name, plen, ".comfy_quant");
+    if (cq) {
+        int r;
+        if (cq->dtype != LWO_DTYPE_U8 || cq->ndim != 1) {
+            lwo__st_fail(f, "tensor \"%.300s\": comfy_quant must be U8 [n], found %s with %d dims", cq->name,
+                         lwo__st_dtype_tag(cq->dtype), cq->ndim);
+            return LWO_ERROR_BAD_FILE;
+        }
+        r = lwo__st_comfy_json(f, cq, out->comfy_format, sizeof out->comfy_format);
+        if (r < 0) return LWO_ERROR_OUT_OF_HOST_MEMORY;
+        if (!r) return LWO_ERROR_BAD_FILE;
+        if ((strcmp(out->comfy_format, "float8_e4m3fn") == 0 && w->dtype != LWO_DTYPE_F8_E4M3) ||
+            (strcmp(out->comfy_format, "float8_e5m2") == 0 && w->dtype != LWO_DTYPE_F8_E5M2)) {
+            lwo__st_fail(f, "tensor \"%.300s\": comfy_quant says %s but the weight is %s", w->name, out->comfy_format,
+                         lwo__st_dtype_tag(w->dtype));
+            return LWO_ERROR_BAD_FILE;
+        }
+        out->convention = LWO_CONVENTION_COMFY_QUANT;
+        out->weight_scale = lwo__st_find_suffix(f, weight_name, plen, ".weight_scale");
+        out->input_scale = lwo__st_find_suffix(f, weight_name, plen, ".input_scale");
+        (void)lwo__st_scalar(out->weight_scale, &out->weight_scale_value);
+        (void)lwo__st_scalar(out->input_scale, &out->input_scale_value);
+        return LWO_SUCCESS;
+    }
+
+    lq = lwo_safetensors_metadata_find(f, "lwo.quant");
+    if (lq && strcmp(lq, LWO_SAFETENSORS_LWO_INT8_V1) == 0 && w->dtype == LWO_DTYPE_I8) {
+        const lwo_safetensors_tensor *s = lwo__st_find_suffix(f, weight_name, plen, ".weight_scale");
+        const lwo_safetensors_tensor *sm = lwo__st_find_suffix(f, weight_name, plen, ".smooth");
+        if (w->ndim != 2) { lwo__st_fail(f, "tensor \"%.300s\": lwo int8 weights are [N, K], this has %d dims", w->name, w->ndim); return LWO_ERROR_BAD_FILE; }
+        if (!s || s->dtype != LWO_DTYPE_F32 || s->ndim != 1 || s->shape[0] != w->shape[0]) {
+            lwo__st_fail(f, "tensor \"%.300s\": lwo int8 needs %.*s.weight_scale F32 [%llu]", w->name, (int)(plen < 300 ? plen : 300), weight_name,
+                         (unsigned long long)w->shape[0]);
+            return LWO_ERROR_BAD_FILE;
+        }
+        if (sm && (sm->dtype != LWO_DTYPE_F32 || sm->ndim != 1 || sm->shape[0] != w->shape[1])) {
+            lwo__st_fail(f, "tensor \"%.300s\": must be F32 [%llu]", sm->name, (unsigned long long)w->shape[1]);
+            return LWO_ERROR_BAD_FILE;
+        }
+        out->convention = LWO_CONVENTION_LWO_INT8;
+        out->weight_scale = s;
+        out->smooth = sm;
+        (void)lwo__st_scalar(s, &out->weight_scale_value);
+        return LWO_SUCCESS;
+    }
+
+    if (lwo_safetensors_find(f, "scaled_fp8") && (w->dtype == LWO_DTYPE_F8_E4M3 || w->dtype == LWO_DTYPE_F8_E5M2)) {
+        out->convention = LWO_CONVENTION_COMFY_SCALED_FP8;
+        out->weight_scale = lwo__st_find_suffix(f, weight_name, plen, ".scale_weight");
+        out->input_scale = lwo__st_find_suffix(f, weight_name, plen, ".scale_input");
+        if (out->weight_scale && !lwo__st_scalar(out->weight_scale, &out->weight_scale_value)) {
+            lwo__st_fail(f, "tensor \"%.300s\": scale_weight must be one float, found %s with %llu elements",
+                         out->weight_scale->name, lwo__st_dtype_tag(out->weight_scale->dtype),
+                         (unsigned long long)out->weight_scale->numel);
+            return LWO_ERROR_BAD_FILE;
+        }
+        (void)lwo__st_scalar(out->input_scale, &out->input_scale_value);
+        return LWO_SUCCESS;
+    }
+    return LWO_SUCCESS;
+}
+
+/* ---- storage policy ------------------------------------------------------------------------ */
 /* Iterative glob with one backtrack point (the last `*`): O(len(pattern) * len(name)) at worst. */
-LWO_API int lwo_glob_match(const char *pattern, const char *name) {
+LWO_DEF int lwo_glob_match(const char *pattern, const char *name) {
     const char *p = pattern, *n = name, *star = NULL, *resume = NULL;
     if (!pattern || !name) return 0;
     while (*n) {
@@ -7485,28 +7411,21 @@ LWO_API int lwo_glob_match(const char *pattern, const char *name) {
     while (*p == '*') p++;
     return *p == 0;
 }
-LWO_API lwo_store_format lwo_storage_policy_format(const lwo_storage_policy *p, const char *name) {
+LWO_DEF lwo_format lwo_storage_policy_format(const lwo_storage_policy *p, const char *name) {
     size_t i;
-    if (!p) return LWO_STORE_KEEP;
+    if (!p) return LWO_FORMAT_KEEP;
     for (i = 0; i < p->rule_count && p->rules; i++)
         if (lwo_glob_match(p->rules[i].pattern, name)) return p->rules[i].format;
     return p->default_format;
 }
 
 /* ---- conversion ---------------------------------------------------------------------------- */
-static lwo_st_dtype lwo__st_store_dtype(lwo_store_format f, lwo_st_dtype keep) {
-    switch (f) {
-    case LWO_STORE_KEEP: return keep;
-    case LWO_STORE_BF16: return LWO_ST_BF16;
-    case LWO_STORE_F16: return LWO_ST_F16;
-    case LWO_STORE_F32: return LWO_ST_F32;
-    case LWO_STORE_FP8_E4M3: return LWO_ST_F8_E4M3;
-    case LWO_STORE_FP8_E5M2: return LWO_ST_F8_E5M2;
-    case LWO_STORE_INT8: return LWO_ST_I8;
-    default: return LWO_ST_INVALID;
-    }
+/* The dtype a conversion to f writes (KEEP: the tensor's own); INVALID where f is no conversion's. */
+static lwo_dtype lwo__st_store_dtype(lwo_format f, lwo_dtype keep) {
+    if (f == LWO_FORMAT_KEEP) return keep;
+    return f == LWO_FORMAT_FP8_E4M3_W8A8 ? LWO_DTYPE_INVALID : lwo__format_dtype(f);
 }
-LWO_API void lwo_st_converted_free(lwo_st_converted *c) {
+LWO_DEF void lwo_safetensors_converted_destroy(lwo_safetensors_converted *c) {
     if (!c) return;
     LWO_FREE(c->owned_data);
     LWO_FREE(c->owned_scales);
@@ -7516,38 +7435,41 @@ LWO_API void lwo_st_converted_free(lwo_st_converted *c) {
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((format(printf, 3, 4)))
 #endif
-static lwo_result lwo__st_cfail(lwo_st_converted *out, lwo_result r, const char *fmt, ...) {
+static lwo_result lwo__st_cfail(lwo_safetensors_converted *out, lwo_result r, const char *fmt, ...) {
     va_list ap;
     char why[sizeof out->error];
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    lwo_st_converted_free(out);
+    lwo_safetensors_converted_destroy(out);
     memset(out, 0, sizeof *out);
     memcpy(out->error, why, sizeof why);
     return r;
 }
-LWO_API lwo_result lwo_safetensors_convert(const lwo_st_tensor *t, lwo_store_format target, void *buf,
-                                           uint64_t buf_bytes, float *scales, uint64_t scales_count,
-                                           lwo_st_converted *out) {
-    lwo_st_dtype dt;
+LWO_DEF lwo_result lwo_safetensors_convert(const lwo_safetensors_convert_desc *desc, lwo_safetensors_converted *out) {
+    const lwo_safetensors_tensor *t = desc ? desc->tensor : NULL;
+    const lwo_format target = desc ? desc->format : LWO_FORMAT_KEEP;
+    void *buf = desc ? desc->buf : NULL;
+    const uint64_t buf_bytes = desc ? desc->buf_bytes : 0, scales_count = desc ? desc->scales_count : 0;
+    float *scales = desc ? desc->scales : NULL;
+    lwo_dtype dt;
     uint64_t n, i, bytes;
     uint8_t *dst;
     char sh[200];
     if (!out) return LWO_ERROR_INVALID_ARGUMENT;
     memset(out, 0, sizeof *out);
-    if (!t) return lwo__st_cfail(out, LWO_ERROR_INVALID_ARGUMENT, "lwo_safetensors_convert: argument 't' is NULL");
-    if ((t->numel && !t->data) || lwo_st_dtype_size(t->dtype) == 0)
+    if (!t) return lwo__st_cfail(out, LWO_ERROR_INVALID_ARGUMENT, "lwo_safetensors_convert: desc%s is NULL", desc ? ".tensor" : "");
+    if ((t->numel && !t->data) || lwo_dtype_size(t->dtype) == 0)
         return lwo__st_cfail(out, LWO_ERROR_INVALID_ARGUMENT, "lwo_safetensors_convert: tensor \"%.100s\" has %s",
                              t->name ? t->name : "", t->numel && !t->data ? "no data" : "an invalid dtype");
     dt = lwo__st_store_dtype(target, t->dtype);
-    if (dt == LWO_ST_INVALID)
-        return lwo__st_cfail(out, LWO_ERROR_INVALID_ARGUMENT, "lwo_safetensors_convert: target %d is not an lwo_store_format", (int)target);
+    if (dt == LWO_DTYPE_INVALID)
+        return lwo__st_cfail(out, LWO_ERROR_INVALID_ARGUMENT, "lwo_safetensors_convert: target %d is not an lwo_format", (int)target);
     out->format = target;
     out->dtype = dt;
     out->scale = 1.0f;
     n = t->numel;
-    if (target == LWO_STORE_INT8) {
+    if (target == LWO_FORMAT_INT8) {
         out->rows = t->ndim >= 2 ? t->shape[0] : 1;
         out->cols = out->rows ? n / out->rows : 0;
         /* Per-row structure stays within the data: with elements, rows <= numel already (shape[0]
@@ -7557,7 +7479,7 @@ LWO_API lwo_result lwo_safetensors_convert(const lwo_st_tensor *t, lwo_store_for
             lwo__st_shape(t, sh, sizeof sh);
             return lwo__st_cfail(out, LWO_ERROR_BAD_FILE, "tensor \"%.100s\" %s [%s] has %llu rows but %llu elements: "
                                  "its int8 row scales would outgrow its data", t->name ? t->name : "",
-                                 lwo_st_dtype_name(t->dtype), sh, (unsigned long long)out->rows, (unsigned long long)n);
+                                 lwo__st_dtype_tag(t->dtype), sh, (unsigned long long)out->rows, (unsigned long long)n);
         }
     }
     if (dt == t->dtype) {   /* zero copy */
@@ -7566,37 +7488,37 @@ LWO_API lwo_result lwo_safetensors_convert(const lwo_st_tensor *t, lwo_store_for
         out->zero_copy = 1;
         return LWO_SUCCESS;
     }
-    if (n > UINT64_MAX / lwo_st_dtype_size(dt) || n * lwo_st_dtype_size(dt) > (uint64_t)((size_t)-1)) {
+    if (n > UINT64_MAX / lwo_dtype_size(dt) || n * lwo_dtype_size(dt) > (uint64_t)((size_t)-1)) {
         lwo__st_shape(t, sh, sizeof sh);
         return lwo__st_cfail(out, LWO_ERROR_OUT_OF_HOST_MEMORY, "tensor \"%.100s\" [%s]: %llu elements of %s do not fit in memory",
-                             t->name ? t->name : "", sh, (unsigned long long)n, lwo_st_dtype_name(dt));
+                             t->name ? t->name : "", sh, (unsigned long long)n, lwo__st_dtype_tag(dt));
     }
-    bytes = n * lwo_st_dtype_size(dt);
+    bytes = n * lwo_dtype_size(dt);
     if (buf) {
         if (buf_bytes < bytes)
             return lwo__st_cfail(out, LWO_ERROR_INVALID_ARGUMENT, "tensor \"%.100s\": buf holds %llu bytes, the %s data needs %llu",
-                                 t->name ? t->name : "", (unsigned long long)buf_bytes, lwo_st_dtype_name(dt), (unsigned long long)bytes);
+                                 t->name ? t->name : "", (unsigned long long)buf_bytes, lwo__st_dtype_tag(dt), (unsigned long long)bytes);
         dst = (uint8_t *)buf;
     } else {
         dst = (uint8_t *)LWO_MALLOC(bytes ? (size_t)bytes : 1);
         if (!dst)
             return lwo__st_cfail(out, LWO_ERROR_OUT_OF_HOST_MEMORY, "tensor \"%.100s\": out of host memory for %llu bytes of %s",
-                                 t->name ? t->name : "", (unsigned long long)bytes, lwo_st_dtype_name(dt));
+                                 t->name ? t->name : "", (unsigned long long)bytes, lwo__st_dtype_tag(dt));
         out->owned_data = dst;
     }
     out->data = dst;
     out->bytes = bytes;
     switch (target) {
-    case LWO_STORE_F32:
+    case LWO_FORMAT_F32:
         for (i = 0; i < n; i++) { float v = lwo__st_load(t->data, t->dtype, i); memcpy(dst + 4 * i, &v, 4); }
         break;
-    case LWO_STORE_BF16: case LWO_STORE_F16: {
-        lwo_dtype d16 = target == LWO_STORE_BF16 ? LWO_DTYPE_BF16 : LWO_DTYPE_F16;
+    case LWO_FORMAT_BF16: case LWO_FORMAT_F16: {
+        lwo_dtype d16 = target == LWO_FORMAT_BF16 ? LWO_DTYPE_BF16 : LWO_DTYPE_F16;
         for (i = 0; i < n; i++) lwo_ref_store(dst, d16, i, lwo__st_load(t->data, t->dtype, i));
         break;
     }
-    case LWO_STORE_FP8_E4M3: case LWO_STORE_FP8_E5M2: {
-        lwo_dtype d8 = target == LWO_STORE_FP8_E5M2 ? LWO_DTYPE_F8_E5M2 : LWO_DTYPE_F8_E4M3;
+    case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E5M2: {
+        lwo_dtype d8 = target == LWO_FORMAT_FP8_E5M2 ? LWO_DTYPE_F8_E5M2 : LWO_DTYPE_F8_E4M3;
         float amax = 0.0f, s, inv;
         for (i = 0; i < n; i++) { float a = fabsf(lwo__st_load(t->data, t->dtype, i)); if (a > amax) amax = a; }
         s = amax > 0.0f ? amax / lwo__fp8_max(d8) : 1.0f;
@@ -7606,7 +7528,7 @@ LWO_API lwo_result lwo_safetensors_convert(const lwo_st_tensor *t, lwo_store_for
         for (i = 0; i < n; i++) dst[i] = lwo_ref_f32_to_fp8(lwo__st_load(t->data, t->dtype, i) * inv, d8);
         break;
     }
-    case LWO_STORE_INT8: {
+    case LWO_FORMAT_INT8: {
         uint64_t r, c, rows = out->rows, cols = out->cols;
         float *sc;
         if (scales) {
@@ -7643,14 +7565,13 @@ LWO_API lwo_result lwo_safetensors_convert(const lwo_st_tensor *t, lwo_store_for
     return LWO_SUCCESS;
 }
 
-
 /* ---- weights from a checkpoint ------------------------------------------------------------- */
 /* What lwo_safetensors_load_weight hands lwo_weight_create, worked out without a context (the CPU
    tests drive it): the desc, the host buffers made for it (aligned copies of scales and smooth,
    which a file need not align; dequantized data), and the file range to register for zero copy. */
 typedef struct lwo__st_prep {
     lwo_weight_desc d;
-    const lwo_st_tensor *weight, *bias;
+    const lwo_safetensors_tensor *weight, *bias;
     void *owned_data, *owned_bias;
     float *owned_scales, *owned_smooth;
     int zero_copy;             /* d.borrow_host: the weight's host home is the mapping itself */
@@ -7670,7 +7591,7 @@ static void lwo__st_prep_free(lwo__st_prep *p) {
 static int lwo__st_finite(float v) { return fabsf(v) <= 3.40282347e38f; }
 
 /* An aligned f32 copy of an F32 tensor whose every element is finite (and > 0 with positive). */
-static lwo_result lwo__st_f32_copy(lwo_safetensors *f, const char *weight, const lwo_st_tensor *t, int positive, float **out) {
+static lwo_result lwo__st_f32_copy(lwo_safetensors *f, const char *weight, const lwo_safetensors_tensor *t, int positive, float **out) {
     uint64_t i;
     float *c = (float *)LWO_MALLOC(t->bytes ? (size_t)t->bytes : 1);
     *out = NULL;
@@ -7689,8 +7610,8 @@ static lwo_result lwo__st_f32_copy(lwo_safetensors *f, const char *weight, const
 
 static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_format format, lwo_placement placement,
                                       lwo__st_prep *p) {
-    lwo_st_quant q;
-    const lwo_st_tensor *w;
+    lwo_safetensors_quant q;
+    const lwo_safetensors_tensor *w;
     lwo_result r;
     lwo_dtype fdt;                   /* the file data's dtype, as lwo names it */
     uint64_t N, K, n, i, k;
@@ -7708,28 +7629,30 @@ static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_
         lwo__st_fail(f, "tensor \"%.300s\": format %d is not an lwo_format", name, (int)format);
         return LWO_ERROR_INVALID_ARGUMENT;
     }
+    /* KEEP: as the file holds it; F32: refused, naming the tensor */
+    if ((format == LWO_FORMAT_KEEP || format == LWO_FORMAT_F32) && (r = lwo_safetensors_weight_format(f, name, format, &format)) != 0) return r;
     if ((int)placement < (int)LWO_PLACE_RESIDENT || (int)placement > (int)LWO_PLACE_STREAMED) {
         lwo__st_fail(f, "tensor \"%.300s\": placement %d is not an lwo_placement", name, (int)placement);
         return LWO_ERROR_INVALID_ARGUMENT;
     }
-    if ((r = lwo_safetensors_quant_info(f, name, &q)) != 0) return r;   /* f->error names the tensor */
+    if ((r = lwo_safetensors_get_quant_info(f, name, &q)) != 0) return r;   /* f->error names the tensor */
     w = p->weight = q.weight;
     lwo__st_shape(w, sh, sizeof sh);
     if (w->ndim != 2 || w->numel == 0) {
-        lwo__st_fail(f, "tensor \"%.300s\" is %s [%s]; a weight is a 2-D tensor [N, K] with N, K > 0", name, lwo_st_dtype_name(w->dtype), sh);
+        lwo__st_fail(f, "tensor \"%.300s\" is %s [%s]; a weight is a 2-D tensor [N, K] with N, K > 0", name, lwo__st_dtype_tag(w->dtype), sh);
         return LWO_ERROR_INVALID_ARGUMENT;
     }
     N = w->shape[0];
     K = w->shape[1];
-    switch (q.format) {
-    case LWO_ST_QUANT_LWO_INT8: i8 = 1; break;   /* quant_info checked I8 [N, K], weight_scale F32 [N], smooth F32 [K] */
-    case LWO_ST_QUANT_COMFY_QUANT:
+    switch (q.convention) {
+    case LWO_CONVENTION_LWO_INT8: i8 = 1; break;   /* quant_info checked I8 [N, K], weight_scale F32 [N], smooth F32 [K] */
+    case LWO_CONVENTION_COMFY_QUANT:
         if (strcmp(q.comfy_format, "float8_e4m3fn") != 0 && strcmp(q.comfy_format, "float8_e5m2") != 0) {
             lwo__st_fail(f, "tensor \"%.300s\": comfy_quant format \"%.300s\" is not one lwo loads (float8_e4m3fn, float8_e5m2)", name, q.comfy_format);
             return LWO_ERROR_UNSUPPORTED;
         }
         /* fall through */
-    case LWO_ST_QUANT_COMFY_SCALED_FP8:
+    case LWO_CONVENTION_COMFY_SCALED_FP8:
         if (q.weight_scale) {
             float v;
             if (q.weight_scale->numel != 1) {
@@ -7739,7 +7662,7 @@ static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_
             }
             if (!lwo__st_scalar(q.weight_scale, &v)) {
                 lwo__st_fail(f, "tensor \"%.300s\": its scale \"%.300s\" is %s; a scale is F32, F16, BF16 or F64", name,
-                             q.weight_scale->name, lwo_st_dtype_name(q.weight_scale->dtype));
+                             q.weight_scale->name, lwo__st_dtype_tag(q.weight_scale->dtype));
                 return LWO_ERROR_BAD_FILE;
             }
         }
@@ -7748,15 +7671,15 @@ static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_
         break;
     default:
         switch (w->dtype) {
-        case LWO_ST_F32: case LWO_ST_F16: case LWO_ST_BF16: case LWO_ST_F64: break;
-        case LWO_ST_F8_E4M3: case LWO_ST_F8_E5M2: fp8 = 1; break;   /* no convention: the codes are the values */
-        case LWO_ST_I8:
+        case LWO_DTYPE_F32: case LWO_DTYPE_F16: case LWO_DTYPE_BF16: case LWO_DTYPE_F64: break;
+        case LWO_DTYPE_F8_E4M3: case LWO_DTYPE_F8_E5M2: fp8 = 1; break;   /* no convention: the codes are the values */
+        case LWO_DTYPE_I8:
             lwo__st_fail(f, "tensor \"%.300s\" is I8 without lwo's int8 convention (metadata \"lwo.quant\" = \"%.300s\" and a "
-                         "\"<prefix>.weight_scale\" F32 [N]), so its scales are unknown", name, LWO_ST_QUANT_LWO_INT8_V1);
+                         "\"<prefix>.weight_scale\" F32 [N]), so its scales are unknown", name, LWO_SAFETENSORS_LWO_INT8_V1);
             return LWO_ERROR_UNSUPPORTED;
         default:
             lwo__st_fail(f, "tensor \"%.300s\" is %s; lwo loads weights from F32, F16, BF16, F64, F8_E4M3, F8_E5M2 or lwo int8",
-                         name, lwo_st_dtype_name(w->dtype));
+                         name, lwo__st_dtype_tag(w->dtype));
             return LWO_ERROR_UNSUPPORTED;
         }
         break;
@@ -7765,11 +7688,11 @@ static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_
         lwo__st_fail(f, "tensor \"%.300s\": its weight scale is %g; it must be positive and finite", name, (double)scale);
         return LWO_ERROR_BAD_FILE;
     }
-    fdt = lwo_st_dtype_to_lwo(w->dtype);   /* LWO_DTYPE_INVALID for F64 */
+    fdt = lwo__st_kernel_dtype(w->dtype);   /* LWO_DTYPE_INVALID for F64 */
     p->d.rows = N;
     p->d.cols = K;
     p->d.format = format;
-    p->d.placement = (int)placement;
+    p->d.placement = placement;
     if (i8 && format == LWO_FORMAT_INT8) {
         if ((r = lwo__st_f32_copy(f, name, q.weight_scale, 0, &p->owned_scales)) != 0) return r;
         if (q.smooth && (r = lwo__st_f32_copy(f, name, q.smooth, 1, &p->owned_smooth)) != 0) return r;
@@ -7827,7 +7750,7 @@ static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_
     /* the bias, "<prefix>.bias" */
     {
         size_t nl = strlen(name);
-        const lwo_st_tensor *b = NULL;
+        const lwo_safetensors_tensor *b = NULL;
         if (nl > 7 && strcmp(name + nl - 7, ".weight") == 0) b = lwo__st_find_suffix(f, name, nl - 7, ".bias");
         if (b) {
             lwo__st_shape(b, sh, sizeof sh);
@@ -7838,11 +7761,11 @@ static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_
             }
             p->bias = b;
             switch (b->dtype) {
-            case LWO_ST_F32: case LWO_ST_F16: case LWO_ST_BF16:
+            case LWO_DTYPE_F32: case LWO_DTYPE_F16: case LWO_DTYPE_BF16:
                 p->d.bias = b->data;   /* read through the driver's copy: alignment does not matter */
-                p->d.bias_dtype = lwo_st_dtype_to_lwo(b->dtype);
+                p->d.bias_dtype = lwo__st_kernel_dtype(b->dtype);
                 break;
-            case LWO_ST_F64: {
+            case LWO_DTYPE_F64: {
                 float *bf = (float *)LWO_MALLOC((size_t)N * 4);
                 if (!bf) { lwo__st_fail(f, "out of host memory"); return LWO_ERROR_OUT_OF_HOST_MEMORY; }
                 for (i = 0; i < N; i++) bf[i] = lwo__st_load(b->data, b->dtype, i);
@@ -7852,7 +7775,7 @@ static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_
                 break;
             }
             default:
-                lwo__st_fail(f, "tensor \"%.300s\" is %s; a bias is F32, F16, BF16 or F64", b->name, lwo_st_dtype_name(b->dtype));
+                lwo__st_fail(f, "tensor \"%.300s\" is %s; a bias is F32, F16, BF16 or F64", b->name, lwo__st_dtype_tag(b->dtype));
                 return LWO_ERROR_UNSUPPORTED;
             }
         }
@@ -7860,9 +7783,9 @@ static lwo_result lwo__st_weight_prep(lwo_safetensors *f, const char *name, lwo_
     return LWO_SUCCESS;
 }
 
-LWO_API lwo_result lwo_safetensors_weight_format(lwo_safetensors *f, const char *weight_name, lwo_store_format store,
-                                                 lwo_format *out) {
-    lwo_st_quant q;
+LWO_DEF lwo_result lwo_safetensors_weight_format(lwo_safetensors *f, const char *weight_name, lwo_format store,
+                                                 lwo_format *out) {   /* store: what a policy or caller asks for */
+    lwo_safetensors_quant q;
     lwo_result r;
     if (!f || !weight_name || !out) {
         if (f) lwo__st_fail(f, "lwo_safetensors_weight_format: argument '%s' is NULL", !weight_name ? "weight_name" : "out");
@@ -7870,35 +7793,36 @@ LWO_API lwo_result lwo_safetensors_weight_format(lwo_safetensors *f, const char 
     }
     *out = LWO_FORMAT_BF16;
     switch (store) {
-    case LWO_STORE_BF16: *out = LWO_FORMAT_BF16; return LWO_SUCCESS;
-    case LWO_STORE_F16: *out = LWO_FORMAT_F16; return LWO_SUCCESS;
-    case LWO_STORE_FP8_E4M3: *out = LWO_FORMAT_FP8_E4M3; return LWO_SUCCESS;
-    case LWO_STORE_FP8_E5M2: *out = LWO_FORMAT_FP8_E5M2; return LWO_SUCCESS;
-    case LWO_STORE_INT8: *out = LWO_FORMAT_INT8; return LWO_SUCCESS;
-    case LWO_STORE_F32:
+    case LWO_FORMAT_BF16: *out = LWO_FORMAT_BF16; return LWO_SUCCESS;
+    case LWO_FORMAT_F16: *out = LWO_FORMAT_F16; return LWO_SUCCESS;
+    case LWO_FORMAT_FP8_E4M3: *out = LWO_FORMAT_FP8_E4M3; return LWO_SUCCESS;
+    case LWO_FORMAT_FP8_E5M2: *out = LWO_FORMAT_FP8_E5M2; return LWO_SUCCESS;
+    case LWO_FORMAT_INT8: *out = LWO_FORMAT_INT8; return LWO_SUCCESS;
+    case LWO_FORMAT_FP8_E4M3_W8A8: *out = LWO_FORMAT_FP8_E4M3_W8A8; return LWO_SUCCESS;
+    case LWO_FORMAT_F32:
         lwo__st_fail(f, "tensor \"%.300s\": the storage policy asks for f32, but lwo stores weights as bf16, f16, fp8 or int8 "
-                     "(ask for LWO_STORE_BF16, or LWO_STORE_KEEP)", weight_name);
+                     "(ask for LWO_FORMAT_BF16, or LWO_FORMAT_KEEP)", weight_name);
         return LWO_ERROR_UNSUPPORTED;
-    case LWO_STORE_KEEP: break;
+    case LWO_FORMAT_KEEP: break;
     default:
-        lwo__st_fail(f, "tensor \"%.300s\": storage format %d is not an lwo_store_format", weight_name, (int)store);
+        lwo__st_fail(f, "tensor \"%.300s\": storage format %d is not an lwo_format", weight_name, (int)store);
         return LWO_ERROR_INVALID_ARGUMENT;
     }
-    if ((r = lwo_safetensors_quant_info(f, weight_name, &q)) != 0) return r;
+    if ((r = lwo_safetensors_get_quant_info(f, weight_name, &q)) != 0) return r;
     switch (q.weight->dtype) {
-    case LWO_ST_BF16: case LWO_ST_F32: case LWO_ST_F64: *out = LWO_FORMAT_BF16; return LWO_SUCCESS;
-    case LWO_ST_F16: *out = LWO_FORMAT_F16; return LWO_SUCCESS;
-    case LWO_ST_F8_E4M3: *out = LWO_FORMAT_FP8_E4M3; return LWO_SUCCESS;
-    case LWO_ST_F8_E5M2: *out = LWO_FORMAT_FP8_E5M2; return LWO_SUCCESS;
-    case LWO_ST_I8: if (q.format == LWO_ST_QUANT_LWO_INT8) { *out = LWO_FORMAT_INT8; return LWO_SUCCESS; } break;
+    case LWO_DTYPE_BF16: case LWO_DTYPE_F32: case LWO_DTYPE_F64: *out = LWO_FORMAT_BF16; return LWO_SUCCESS;
+    case LWO_DTYPE_F16: *out = LWO_FORMAT_F16; return LWO_SUCCESS;
+    case LWO_DTYPE_F8_E4M3: *out = LWO_FORMAT_FP8_E4M3; return LWO_SUCCESS;
+    case LWO_DTYPE_F8_E5M2: *out = LWO_FORMAT_FP8_E5M2; return LWO_SUCCESS;
+    case LWO_DTYPE_I8: if (q.convention == LWO_CONVENTION_LWO_INT8) { *out = LWO_FORMAT_INT8; return LWO_SUCCESS; } break;
     default: break;
     }
-    lwo__st_fail(f, "tensor \"%.300s\" is %s%s; no lwo format keeps it", weight_name, lwo_st_dtype_name(q.weight->dtype),
-                 q.weight->dtype == LWO_ST_I8 ? " without lwo's int8 convention" : "");
+    lwo__st_fail(f, "tensor \"%.300s\" is %s%s; no lwo format keeps it", weight_name, lwo__st_dtype_tag(q.weight->dtype),
+                 q.weight->dtype == LWO_DTYPE_I8 ? " without lwo's int8 convention" : "");
     return LWO_ERROR_UNSUPPORTED;
 }
 
-LWO_API lwo_result lwo_safetensors_load_weight(lwo_context *ctx, lwo_safetensors *f, const char *weight_name,
+LWO_DEF lwo_result lwo_safetensors_load_weight(lwo_context *ctx, lwo_safetensors *f, const char *weight_name,
                                                lwo_format format, lwo_placement placement, lwo_weight **out) {
     lwo__st_prep p;
     lwo__host_reg *reg = NULL;
@@ -7931,7 +7855,7 @@ LWO_API lwo_result lwo_safetensors_load_weight(lwo_context *ctx, lwo_safetensors
     return LWO_SUCCESS;
 }
 
-LWO_API lwo_result lwo_safetensors_load_weight_policy(lwo_context *ctx, lwo_safetensors *f, const char *weight_name,
+LWO_DEF lwo_result lwo_safetensors_load_weight_policy(lwo_context *ctx, lwo_safetensors *f, const char *weight_name,
                                                       const lwo_storage_policy *policy, lwo_placement placement,
                                                       lwo_weight **out) {
     lwo_format fmt;
@@ -7945,13 +7869,198 @@ LWO_API lwo_result lwo_safetensors_load_weight_policy(lwo_context *ctx, lwo_safe
     return lwo_safetensors_load_weight(ctx, f, weight_name, fmt, placement, out);
 }
 
-/* ==== 11. Stats and logging ================================================================== */
+/* ==== 14. Stats ============================================================================== */
 /* Reading the stats waits for the compute stream, so the timings of all the work so far count. */
-LWO_DEF lwo_result lwo_stats_get(lwo_context *ctx, lwo_stats *out) {
+LWO_DEF lwo_result lwo_context_get_stats(lwo_context *ctx, lwo_stats *out) {
     LWO__ENTER(ctx);
     if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
     if (ctx->engine) lwo__engine_harvest(ctx, ctx->engine, 1, 0);
     *out = ctx->stats;
+    return LWO_SUCCESS;
+}
+
+/* ==== 15. Context lifetime =================================================================== */
+/* lwo_create and lwo_destroy, last: they use every section above. */
+/* All defaults are resolved here, once; the rest of the code never tests for zero. */
+static lwo_result lwo__desc_defaults(lwo_context *ctx, const lwo_desc *in) {
+    char buf[4096];
+    ctx->desc = *in;
+    if (ctx->desc.log_level == 0) ctx->desc.log_level = LWO_LOG_PROGRESS;
+    ctx->driver_path = lwo__strdup(in->driver_path ? in->driver_path : LWO__DRIVER_DEFAULT);
+    ctx->nvrtc_path = in->nvrtc_path ? lwo__strdup(in->nvrtc_path) : NULL;
+    buf[0] = 0;
+    if (in->cache_dir) snprintf(buf, sizeof buf, "%s", in->cache_dir);
+    else if (!lwo__env("LWO_CACHE_DIR", buf, sizeof buf) && !lwo__default_cache_dir(buf, sizeof buf)) buf[0] = 0;
+    ctx->cache_dir = (buf[0] && strcmp(buf, "-") != 0) ? lwo__strdup(buf) : NULL;
+    if (!ctx->driver_path || (in->nvrtc_path && !ctx->nvrtc_path) || (buf[0] && strcmp(buf, "-") && !ctx->cache_dir))
+        return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    if (ctx->desc.pinned_cap == 0) {
+        uint64_t ram = lwo__phys_ram();
+        ctx->desc.pinned_cap = ram ? ram / 2 : (uint64_t)8 << 30;
+    }
+    ctx->desc.driver_path = ctx->driver_path;
+    ctx->desc.nvrtc_path = ctx->nvrtc_path;
+    ctx->desc.cache_dir = ctx->cache_dir;
+    return LWO_SUCCESS;
+}
+
+#define LWO__MIB ((uint64_t)1 << 20)
+
+static lwo_result lwo__create_gpu(lwo_context *ctx) {
+    double t0 = lwo__now_ms(), t;
+    int count = 0, v;
+    size_t freeb = 0, totalb = 0;
+    lwo__CUresult rc;
+    lwo_result r;
+    const char *parts[sizeof lwo__kernel_source_parts / sizeof *lwo__kernel_source_parts];
+    static const char *const kopts[] = { "--fmad=false", NULL };
+    size_t i;
+
+    r = lwo__driver_load(&ctx->cu, ctx->driver_path, ctx->error, sizeof ctx->error);
+    if (r) return r;
+    ctx->times.load_driver_ms = lwo__now_ms() - t0;
+    t = lwo__now_ms();
+    rc = ctx->cu.cuInit(0);
+    ctx->times.cu_init_ms = lwo__now_ms() - t;
+    if (rc == LWO__CUDA_ERROR_STUB_LIBRARY) return lwo__fail(ctx, LWO_ERROR_STUB_DRIVER, "'%s' is the CUDA toolkit's stub libcuda, not a driver", ctx->driver_path);
+    if (rc == LWO__CUDA_ERROR_NO_DEVICE) return lwo__fail(ctx, LWO_ERROR_NO_DEVICE, "cuInit: the driver found no CUDA device");
+    if (rc) return lwo__cuda_fail(ctx, rc, "cuInit");
+    ctx->cu.cuDriverGetVersion(&ctx->info.driver_version);
+    LWO__CU(ctx, cuDeviceGetCount(&count));
+    if (ctx->desc.device < 0 || ctx->desc.device >= count)
+        return lwo__fail(ctx, LWO_ERROR_NO_DEVICE, "lwo_desc.device is %d but the driver sees %d CUDA device(s)", ctx->desc.device, count);
+    LWO__CU(ctx, cuDeviceGet(&ctx->dev, ctx->desc.device));
+
+    t = lwo__now_ms();
+    if (ctx->desc.cu_context) {
+        ctx->cuctx = (lwo__CUcontext)ctx->desc.cu_context;
+    } else {
+        LWO__CU(ctx, cuDevicePrimaryCtxRetain(&ctx->cuctx, ctx->dev));
+        ctx->own_ctx = 1;
+    }
+    LWO__CU(ctx, cuCtxSetCurrent(ctx->cuctx));
+    ctx->times.context_ms = lwo__now_ms() - t;
+
+    LWO__CU(ctx, cuDeviceGetName(ctx->info.name, (int)sizeof ctx->info.name, ctx->dev));
+    LWO__CU(ctx, cuDeviceGetAttribute(&ctx->info.cc_major, LWO__CU_ATTR_CC_MAJOR, ctx->dev));
+    LWO__CU(ctx, cuDeviceGetAttribute(&ctx->info.cc_minor, LWO__CU_ATTR_CC_MINOR, ctx->dev));
+    LWO__CU(ctx, cuDeviceGetAttribute(&ctx->info.sm_count, LWO__CU_ATTR_SM_COUNT, ctx->dev));
+    LWO__CU(ctx, cuDeviceGetAttribute(&v, LWO__CU_ATTR_MAX_SMEM_OPTIN, ctx->dev));
+    ctx->info.max_smem_per_block = v;
+    LWO__CU(ctx, cuMemGetInfo(&freeb, &totalb));
+    ctx->info.total_memory = totalb;
+    ctx->info.free_memory_at_create = freeb;
+    lwo__arch_name(ctx->info.cc_major, ctx->info.cc_minor, ctx->info.arch, sizeof ctx->info.arch);
+    if (ctx->info.cc_major * 10 + ctx->info.cc_minor < 75)
+        return lwo__fail(ctx, LWO_ERROR_UNSUPPORTED, "%s has compute capability %d.%d; lwo needs 7.5 or newer", ctx->info.name, ctx->info.cc_major, ctx->info.cc_minor);
+
+    if (ctx->desc.cu_stream) {
+        ctx->compute = (lwo__CUstream)ctx->desc.cu_stream;
+    } else {
+        LWO__CU(ctx, cuStreamCreate(&ctx->compute, LWO__CU_STREAM_NON_BLOCKING));
+        ctx->own_stream = 1;
+    }
+
+    t = lwo__now_ms();
+    if (ctx->desc.vram_budget == 0) {
+        uint64_t b = (uint64_t)((double)freeb * 0.9);
+        b = b > 256 * LWO__MIB ? b - 256 * LWO__MIB : 0;
+        ctx->desc.vram_budget = b / (2 * LWO__MIB) * (2 * LWO__MIB);
+    }
+    if (ctx->desc.vram_budget < LWO__MIB)
+        return lwo__fail(ctx, LWO_ERROR_OUT_OF_BUDGET, "a VRAM budget of %llu bytes is below lwo's minimum of 1 MiB", (unsigned long long)ctx->desc.vram_budget);
+    if (ctx->desc.vram_budget > freeb)
+        return lwo__fail(ctx, LWO_ERROR_OUT_OF_DEVICE_MEMORY, "lwo_desc.vram_budget is %llu bytes but %s has only %llu free",
+                         (unsigned long long)ctx->desc.vram_budget, ctx->info.name, (unsigned long long)freeb);
+    rc = ctx->cu.cuMemAlloc(&ctx->arena, (size_t)ctx->desc.vram_budget);
+    if (rc) return lwo__cuda_fail(ctx, rc, "cuMemAlloc of the arena (lwo_desc.vram_budget)");
+    ctx->arena_size = ctx->desc.vram_budget;
+    ctx->free_list = (lwo__block *)LWO_MALLOC(16 * sizeof *ctx->free_list);
+    if (!ctx->free_list) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    ctx->capfree = 16;
+    ctx->nfree = 1;
+    ctx->free_list[0].off = 0;
+    ctx->free_list[0].size = ctx->arena_size;
+    {
+        uint64_t off, size;
+        if ((r = lwo__arena_alloc(ctx, LWO__ALIGN, &off, &size, "lwo's scratch")) != 0) return r;
+        ctx->scratch = ctx->arena + off;
+    }
+    ctx->times.arena_ms = lwo__now_ms() - t;
+
+    t = lwo__now_ms();
+    for (i = 0; i < sizeof parts / sizeof *parts; i++) parts[i] = lwo__kernel_source_parts[i];
+    r = lwo__module_build(ctx, parts, sizeof parts / sizeof *parts, "lwo_kernels.cu", kopts, &ctx->kernels);
+    if (r) return r;
+    ctx->times.module_ms = lwo__now_ms() - t;
+    ctx->times.module_from_cache = ctx->kernels->from_cache;
+    lwo__log(ctx, LWO_LOG_INFO, "%s (%s, %d SMs), kernels %s in %.1f ms", ctx->info.name, ctx->info.arch, ctx->info.sm_count,
+             ctx->kernels->from_cache ? "from cache" : "compiled", ctx->times.module_ms);
+    return LWO_SUCCESS;
+}
+
+LWO_DEF lwo_result lwo_create(const lwo_desc *desc, lwo_context **out) {
+    lwo_context *ctx;
+    lwo_result r;
+    double t0 = lwo__now_ms();
+    lwo_desc zero;
+    if (!out) return LWO_ERROR_INVALID_ARGUMENT;
+    *out = NULL;
+    ctx = (lwo_context *)LWO_MALLOC(sizeof *ctx);
+    if (!ctx) return LWO_ERROR_OUT_OF_HOST_MEMORY;
+    memset(ctx, 0, sizeof *ctx);
+    ctx->magic = LWO__MAGIC_CTX;
+    *out = ctx;
+    memset(&zero, 0, sizeof zero);
+    if ((r = lwo__desc_defaults(ctx, desc ? desc : &zero)) != 0) return r;
+    r = lwo__create_gpu(ctx);
+    ctx->times.total_ms = lwo__now_ms() - t0;
+    if (r) {
+        if (!ctx->error[0]) snprintf(ctx->error, sizeof ctx->error, "%s", lwo_result_string(r));
+        lwo__log(ctx, LWO_LOG_ERROR, "lwo_create: %s", ctx->error);
+        return r;
+    }
+    ctx->ok = 1;
+    return LWO_SUCCESS;
+}
+
+LWO_DEF void lwo_destroy(lwo_context *ctx) {
+    if (!ctx || ctx->magic != LWO__MAGIC_CTX) return;
+    if (ctx->cu.cuCtxSetCurrent && ctx->cuctx) {
+        ctx->cu.cuCtxSetCurrent(ctx->cuctx);
+        if (ctx->compute) ctx->cu.cuStreamSynchronize(ctx->compute);
+    }
+    while (ctx->weights) lwo_weight_destroy(ctx, ctx->weights);
+    while (ctx->tensors) lwo__tensor_free(ctx, ctx->tensors);
+    while (ctx->handles) lwo__handle_destroy(ctx, ctx->handles, ctx->handles->magic);
+    while (ctx->modules) lwo_module_destroy(ctx, ctx->modules);
+    lwo__engine_free(ctx);
+    lwo__items_free(ctx);
+    while (ctx->host_blocks) lwo_host_free(ctx, ctx->host_blocks->p);
+    if (ctx->kernels) lwo__module_free(ctx, ctx->kernels);
+    {
+        int v;
+        for (v = 0; v < 4; v++) if (ctx->gemm_modules[v]) lwo__module_free(ctx, ctx->gemm_modules[v]);
+    }
+    if (ctx->arena) ctx->cu.cuMemFree(ctx->arena);
+    if (ctx->own_stream && ctx->compute) ctx->cu.cuStreamDestroy(ctx->compute);
+    if (ctx->own_ctx) ctx->cu.cuDevicePrimaryCtxRelease(ctx->dev);
+    lwo__nvrtc_unload(&ctx->nvrtc);
+    lwo__driver_unload(&ctx->cu);
+    LWO_FREE(ctx->free_list);
+    LWO_FREE(ctx->cache_dir);
+    LWO_FREE(ctx->nvrtc_path);
+    LWO_FREE(ctx->driver_path);
+    ctx->magic = 0;
+    LWO_FREE(ctx);
+}
+
+LWO_DEF lwo_result lwo_context_get_info(lwo_context *ctx, lwo_context_info *out) {
+    LWO__ENTER(ctx);
+    if (!out) return lwo__fail(ctx, LWO_ERROR_INVALID_ARGUMENT, "argument 'out' is NULL");
+    out->device = ctx->info;
+    out->startup = ctx->times;
+    lwo__memory_stats(ctx, &out->memory);
     return LWO_SUCCESS;
 }
 

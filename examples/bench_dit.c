@@ -99,6 +99,14 @@ static lwo_result make(bench *b, lwo_dtype dt, uint64_t rows, uint64_t cols, lwo
     return lwo_tensor_create(b->ctx, dt, 2, shape, t);
 }
 
+/* y = x W^T + bias on the compute stream */
+static lwo_result lin(bench *b, const lwo_tensor *x, const lwo_weight *w, lwo_tensor *y) {
+    lwo_linear_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.x = x; ld.w = w; ld.y = y;
+    return lwo_linear(b->ctx, &ld);
+}
+
 /* ---- the kernels of one block ---- */
 static lwo_result k_ln(bench *b, const lwo_tensor *h, uint64_t rows, const lwo_tensor *mod, int shift_off, int scale_off, lwo_tensor *out) {
     uint64_t hp = lwo_tensor_device_ptr(h), mp = lwo_tensor_device_ptr(mod), op = lwo_tensor_device_ptr(out);
@@ -107,7 +115,7 @@ static lwo_result k_ln(bench *b, const lwo_tensor *h, uint64_t rows, const lwo_t
     void *args[10];
     args[0] = &hp; args[1] = &rows; args[2] = &D; args[3] = &T; args[4] = &mp; args[5] = &stride; args[6] = &shift_off; args[7] = &scale_off;
     args[8] = &eps; args[9] = &op;
-    return dit_launch_3d(b->ctx, b->kern, "dit_ln_modulate", (unsigned)((rows + 7) / 8), 1, 1, 256, args);
+    return dit_launch_3d(b->ctx, b->kern, "dit_ln_modulate", (unsigned)((rows + 7) / 8), 1, 1, 256, 0, args);
 }
 static lwo_result k_gate(bench *b, lwo_tensor *h, const lwo_tensor *y, uint64_t rows, const lwo_tensor *mod, int gate_off) {
     uint64_t hp = lwo_tensor_device_ptr(h), yp = lwo_tensor_device_ptr(y), mp = lwo_tensor_device_ptr(mod);
@@ -137,31 +145,31 @@ static lwo_result forward_pass(bench *b) {
     B_TRY(lwo_pass_begin(b->ctx), "lwo_pass_begin");
     for (i = 0; i < c->ndouble; i++) {
         lwo_weight **w = b->w + i * DB_COUNT;
-        B_TRY(lwo_linear(b->ctx, NULL, b->vec, w[DB_IMG_MOD], NULL, b->mod_s[1]), "img_mod");
-        B_TRY(lwo_linear(b->ctx, NULL, b->vec, w[DB_TXT_MOD], NULL, b->mod_s[0]), "txt_mod");
+        B_TRY(lin(b, b->vec, w[DB_IMG_MOD], b->mod_s[1]), "img_mod");
+        B_TRY(lin(b, b->vec, w[DB_TXT_MOD], b->mod_s[0]), "txt_mod");
         for (s = 0; s < 2; s++) B_TRY(k_ln(b, b->h_s[s], rows_s[s], b->mod_s[s], 0, D, b->act_s[s]), "ln");
-        B_TRY(lwo_linear(b->ctx, NULL, b->act_s[1], w[DB_IMG_QKV], NULL, b->qkv_s[1]), "img_qkv");
-        B_TRY(lwo_linear(b->ctx, NULL, b->act_s[0], w[DB_TXT_QKV], NULL, b->qkv_s[0]), "txt_qkv");
+        B_TRY(lin(b, b->act_s[1], w[DB_IMG_QKV], b->qkv_s[1]), "img_qkv");
+        B_TRY(lin(b, b->act_s[0], w[DB_TXT_QKV], b->qkv_s[0]), "txt_qkv");
         B_TRY(k_attn(b, b->big, 3 * D, b->act, D), "joint attention");
         for (s = 1; s >= 0; s--) {   /* the image stream, then the text stream (their weights' order) */
             lwo_weight *proj = w[s ? DB_IMG_PROJ : DB_TXT_PROJ], *fc1 = w[s ? DB_IMG_FC1 : DB_TXT_FC1], *fc2 = w[s ? DB_IMG_FC2 : DB_TXT_FC2];
-            B_TRY(lwo_linear(b->ctx, NULL, b->act_s[s], proj, NULL, b->tmp_s[s]), "proj");
+            B_TRY(lin(b, b->act_s[s], proj, b->tmp_s[s]), "proj");
             B_TRY(k_gate(b, b->h_s[s], b->tmp_s[s], rows_s[s], b->mod_s[s], 2 * D), "gate");
             B_TRY(k_ln(b, b->h_s[s], rows_s[s], b->mod_s[s], 3 * D, 4 * D, b->act_s[s]), "ln");
-            B_TRY(lwo_linear(b->ctx, NULL, b->act_s[s], fc1, NULL, b->fc1_s[s]), "fc1");
+            B_TRY(lin(b, b->act_s[s], fc1, b->fc1_s[s]), "fc1");
             B_TRY(k_gelu(b, b->fc1_s[s], rows_s[s], H, H, b->gel_s[s], H), "gelu");
-            B_TRY(lwo_linear(b->ctx, NULL, b->gel_s[s], fc2, NULL, b->tmp_s[s]), "fc2");
+            B_TRY(lin(b, b->gel_s[s], fc2, b->tmp_s[s]), "fc2");
             B_TRY(k_gate(b, b->h_s[s], b->tmp_s[s], rows_s[s], b->mod_s[s], 5 * D), "gate");
         }
     }
     for (i = 0; i < c->nsingle; i++) {
         lwo_weight **w = b->w + c->ndouble * DB_COUNT + i * SB_COUNT;
-        B_TRY(lwo_linear(b->ctx, NULL, b->vec, w[SB_MOD], NULL, b->mod1), "single mod");
+        B_TRY(lin(b, b->vec, w[SB_MOD], b->mod1), "single mod");
         B_TRY(k_ln(b, b->h, (uint64_t)c->T, b->mod1, 0, D, b->act), "ln");
-        B_TRY(lwo_linear(b->ctx, NULL, b->act, w[SB_LIN1], NULL, b->lin1), "linear1");
+        B_TRY(lin(b, b->act, w[SB_LIN1], b->lin1), "linear1");
         B_TRY(k_attn(b, b->big, 3 * D + H, b->cat, D + H), "attention");
         B_TRY(k_gelu(b, b->lin1_mlp, (uint64_t)c->T, H, 3 * D + H, b->cat_mlp, D + H), "gelu");
-        B_TRY(lwo_linear(b->ctx, NULL, b->cat_all, w[SB_LIN2], NULL, b->tmp), "linear2");
+        B_TRY(lin(b, b->cat_all, w[SB_LIN2], b->tmp), "linear2");
         B_TRY(k_gate(b, b->h, b->tmp, (uint64_t)c->T, b->mod1, 2 * D), "gate");
     }
     B_TRY(lwo_pass_end(b->ctx), "lwo_pass_end");
@@ -253,7 +261,7 @@ static void log_fn(void *user, lwo_log_level level, const char *msg) {
 
 static lwo_result bench_open(bench *b, const bench_cfg *c, const char *fmt, const uint16_t *rnd, int *verbose, double *h2d) {
     lwo_desc desc;
-    lwo_device_info info;
+    lwo_context_info info;
     uint64_t wb = 0;
     lwo_weight_desc *wd;
     int i, cc;
@@ -262,11 +270,11 @@ static lwo_result bench_open(bench *b, const bench_cfg *c, const char *fmt, cons
     b->c = *c;
     b->nw = c->ndouble * DB_COUNT + c->nsingle * SB_COUNT;
     memset(&desc, 0, sizeof desc);
-    desc.log = log_fn; desc.log_user = verbose; desc.log_level = *verbose ? LWO_LOG_INFO : LWO_LOG_WARN;
+    desc.log = log_fn; desc.log_user = verbose; desc.log_level = *verbose ? LWO_LOG_INFO : LWO_LOG_PROGRESS;
     desc.vram_budget = 64ull << 20;   /* a probe for the compute capability */
     B_TRY(lwo_create(&desc, &b->ctx), "lwo_create");
-    lwo_device_info_get(b->ctx, &info);
-    cc = info.cc_major * 10 + info.cc_minor;
+    lwo_context_get_info(b->ctx, &info);
+    cc = info.device.cc_major * 10 + info.device.cc_minor;
     b->format = !strcmp(fmt, "bf16") ? LWO_FORMAT_BF16 : !strcmp(fmt, "int8") ? LWO_FORMAT_INT8 : !strcmp(fmt, "fp8-upcast") ? LWO_FORMAT_FP8_E4M3
               : cc >= 89 ? LWO_FORMAT_FP8_E4M3_W8A8 : LWO_FORMAT_FP8_E4M3;
     /* lwo's own sizes: each weight's VRAM, and what a plan reserves for lwo_linear */
@@ -284,10 +292,10 @@ static lwo_result bench_open(bench *b, const bench_cfg *c, const char *fmt, cons
     /* room for everything resident, and 1 GiB for the bandwidth probe and lwo's rounding */
     desc.vram_budget = (wb + b->act_bytes + b->workspace + (1ull << 30) + (2u << 20) - 1) / (2u << 20) * (2u << 20);
     B_TRY(lwo_create(&desc, &b->ctx), "lwo_create");
-    printf("%s on %s: %d weights, %.2f GiB stored, activations %.2f GiB, workspace %.0f MiB; arena %.2f GiB\n", fmt_name(b->format), info.name,
+    printf("%s on %s: %d weights, %.2f GiB stored, activations %.2f GiB, workspace %.0f MiB; arena %.2f GiB\n", fmt_name(b->format), info.device.name,
            b->nw, wb / 1073741824.0, b->act_bytes / 1073741824.0, b->workspace / 1048576.0, desc.vram_budget / 1073741824.0);
     fflush(stdout);
-    B_TRY(dit_module_compile(b->ctx, &b->kern), "compiling examples/dit_kernels.cu");
+    B_TRY(dit_module_create(b->ctx, &b->kern), "compiling examples/dit_kernels.cu");
     if (*h2d <= 0) *h2d = measure_h2d(b);
     b->w = (lwo_weight **)calloc((size_t)b->nw, sizeof *b->w);
     if (!b->w) return LWO_ERROR_OUT_OF_HOST_MEMORY;
@@ -319,7 +327,7 @@ typedef struct bench_row {
 /* Plans under `budget` bytes (0 = the whole arena), runs a warm-up pass, plans again (timed against
    it), then times `steps` eager passes back to back and `steps` replays of a captured pass. */
 static lwo_result bench_budget(bench *b, uint64_t budget, double h2d, bench_row *row) {
-    lwo_memory_stats ms;
+    lwo_context_info ci;
     lwo_stats st;
     lwo_streaming_desc sd;
     lwo_tensor *ballast = NULL;
@@ -327,11 +335,11 @@ static lwo_result bench_budget(bench *b, uint64_t budget, double h2d, bench_row 
     uint64_t shape[1];
     double t0, wait0;
     int i;
-    B_TRY(lwo_memory_stats_get(b->ctx, &ms), "lwo_memory_stats_get");
-    if (budget && budget < ms.budget) {
+    B_TRY(lwo_context_get_info(b->ctx, &ci), "lwo_context_get_info");
+    if (budget && budget < ci.memory.budget) {
         /* the arena was sized for everything resident: a ballast tensor takes what the budget excludes */
-        if (budget < ms.in_use + b->workspace) { fprintf(stderr, "bench_dit: a %.2f GiB budget leaves no room next to %.2f GiB of activations\n", budget / 1073741824.0, ms.in_use / 1073741824.0); return LWO_ERROR_OUT_OF_BUDGET; }
-        shape[0] = ms.budget - budget;
+        if (budget < ci.memory.in_use + b->workspace) { fprintf(stderr, "bench_dit: a %.2f GiB budget leaves no room next to %.2f GiB of activations\n", budget / 1073741824.0, ci.memory.in_use / 1073741824.0); return LWO_ERROR_OUT_OF_BUDGET; }
+        shape[0] = ci.memory.budget - budget;
         B_TRY(lwo_tensor_create(b->ctx, LWO_DTYPE_U8, 1, shape, &ballast), "the ballast");
     }
     sd = plan_desc(b);
@@ -345,13 +353,13 @@ static lwo_result bench_budget(bench *b, uint64_t budget, double h2d, bench_row 
     if (forward(b)) return LWO_ERROR_CUDA;
     B_TRY(lwo_stream_synchronize(b->ctx, NULL), "the warm-up pass");
     /* eager passes back to back: each one's last weights prefetch the next one's first */
-    B_TRY(lwo_stats_get(b->ctx, &st), "lwo_stats_get");
+    B_TRY(lwo_context_get_stats(b->ctx, &st), "lwo_context_get_stats");
     wait0 = st.wait_ms;
     t0 = dit_now_s();
     for (i = 0; i < b->c.steps; i++) if (forward(b)) return LWO_ERROR_CUDA;
     B_TRY(lwo_stream_synchronize(b->ctx, NULL), "an eager pass");
     row->s_eager = (dit_now_s() - t0) / b->c.steps;
-    B_TRY(lwo_stats_get(b->ctx, &st), "lwo_stats_get");
+    B_TRY(lwo_context_get_stats(b->ctx, &st), "lwo_context_get_stats");
     row->wait_frac = (st.wait_ms - wait0) / 1000.0 / b->c.steps / row->s_eager;
     B_TRY(lwo_graph_capture_begin(b->ctx), "lwo_graph_capture_begin");
     if (forward(b)) return LWO_ERROR_CUDA;   /* forward ended the pass and the capture */
@@ -365,9 +373,9 @@ static lwo_result bench_budget(bench *b, uint64_t budget, double h2d, bench_row 
     }
     row->s_step = (dit_now_s() - t0) / b->c.steps;
     lwo_graph_destroy(b->ctx, g);
-    B_TRY(lwo_memory_stats_get(b->ctx, &ms), "lwo_memory_stats_get");
-    B_TRY(lwo_stats_get(b->ctx, &st), "lwo_stats_get");
-    row->vram_gib = (ms.in_use - (ballast ? lwo_tensor_bytes(ballast) : 0)) / 1073741824.0;
+    B_TRY(lwo_context_get_info(b->ctx, &ci), "lwo_context_get_info");
+    B_TRY(lwo_context_get_stats(b->ctx, &st), "lwo_context_get_stats");
+    row->vram_gib = (ci.memory.in_use - (ballast ? lwo_tensor_bytes(ballast) : 0)) / 1073741824.0;
     row->resident_gib = st.resident_bytes / 1073741824.0;
     row->streamed_gib = b->graph_bytes / 1073741824.0;
     row->gbs = b->graph_bytes / row->s_step / 1e9;
@@ -391,15 +399,15 @@ static lwo_result bench_budget(bench *b, uint64_t budget, double h2d, bench_row 
 static double attention_ms(bench *b, double *flash_ms) {
     const int reps = 10;
     lwo_event *e0 = NULL, *e1 = NULL;
-    lwo_device_info info;
+    lwo_context_info info;
     float ms = 0, fms = 0;
     int i, D = b->c.D, ok;
     *flash_ms = 0;
-    if (!b->c.attention || lwo_device_info_get(b->ctx, &info) || lwo_event_create(b->ctx, &e0) || lwo_event_create(b->ctx, &e1)) return 0;
+    if (!b->c.attention || lwo_context_get_info(b->ctx, &info) || lwo_event_create(b->ctx, &e0) || lwo_event_create(b->ctx, &e1)) return 0;
     ok = !k_attn(b, b->big, 3 * D, b->act, D) && !lwo_event_record(b->ctx, e0, NULL);   /* warm */
     for (i = 0; ok && i < reps; i++) ok = !k_attn(b, b->big, 3 * D, b->act, D);
     ok = ok && !lwo_event_record(b->ctx, e1, NULL) && !lwo_event_synchronize(b->ctx, e1) && !lwo_event_elapsed_ms(b->ctx, e0, e1, &ms);
-    if (ok && info.cc_major >= 8) {
+    if (ok && info.device.cc_major >= 8) {
         uint64_t qb = lwo_tensor_device_ptr(b->qkvb), op = lwo_tensor_device_ptr(b->act);
         float scale = (float)(1.0 / sqrt((double)b->c.hd));
         ok = !lwo_event_record(b->ctx, e0, NULL);

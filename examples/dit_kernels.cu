@@ -1,6 +1,6 @@
 /* The diffusion demo's own kernels (examples/diffuse.c, examples/bench_dit.c), compiled at run time
-   with lwo_module_compile (options: --fmad=false, so every product and sum rounds as the CPU
-   reference in diffuse.c does). No toolkit #include: NVRTC finds none.
+   with lwo_module_create (options: --fmad=false, so every product and sum rounds as the CPU
+   reference, examples/dit_ref.h, does). No toolkit #include: NVRTC finds none.
 
    Layouts: activations are row-major [M, width] with row m = b * T + n (sample b, token n).
    Per-sample vectors (the adaLN modulations) are [B, stride] rows; chunk j of one starts at

@@ -20,8 +20,9 @@ int main(void) {
     lwo_desc desc;
     lwo_context *ctx = NULL;
     lwo_result r;
-    lwo_device_info info;
-    lwo_startup_times cold, warm;
+    lwo_context_info info;
+    lwo_startup_times cold;
+    lwo_quantize_desc qd;
     enum { N = 1 << 20 };
     uint64_t shape[1] = { N }, one[1] = { 1 };
     lwo_tensor *x, *q, *y, *scale;
@@ -37,25 +38,27 @@ int main(void) {
     /* start twice: the first start compiles (or finds the cache), the second must hit the cache */
     r = lwo_create(&desc, &ctx);
     if (r) return fail(ctx, r, "lwo_create");
-    lwo_startup_times_get(ctx, &cold);
+    lwo_context_get_info(ctx, &info);
+    cold = info.startup;
     lwo_destroy(ctx);
     r = lwo_create(&desc, &ctx);
     if (r) return fail(ctx, r, "lwo_create (second)");
-    lwo_startup_times_get(ctx, &warm);
-    lwo_device_info_get(ctx, &info);
+    lwo_context_get_info(ctx, &info);   /* the device, this start's times, the arena */
     printf("lwo %d.%d.%d on %s: compute %d.%d (%s), %d SMs, %.1f GiB, driver %d\n", LWO_VERSION_MAJOR, LWO_VERSION_MINOR,
-           LWO_VERSION_PATCH, info.name, info.cc_major, info.cc_minor, info.arch, info.sm_count, info.total_memory / 1073741824.0,
-           info.driver_version);
+           LWO_VERSION_PATCH, info.device.name, info.device.cc_major, info.device.cc_minor, info.device.arch, info.device.sm_count,
+           info.device.total_memory / 1073741824.0, info.device.driver_version);
     printf("first start  %7.1f ms (cuInit %.1f, kernels %s %.1f ms)\n", cold.total_ms, cold.cu_init_ms,
            cold.module_from_cache ? "from cache" : "compiled", cold.module_ms);
-    printf("second start %7.1f ms (cuInit %.1f, kernels %s %.1f ms)\n", warm.total_ms, warm.cu_init_ms,
-           warm.module_from_cache ? "from cache" : "compiled", warm.module_ms);
+    printf("second start %7.1f ms (cuInit %.1f, kernels %s %.1f ms)\n", info.startup.total_ms, info.startup.cu_init_ms,
+           info.startup.module_from_cache ? "from cache" : "compiled", info.startup.module_ms);
 
     for (i = 0; i < N; i++) hx[i] = lwo_ref_f32_to_bf16((float)(sin(i * 0.001) * 30.0 + cos(i * 0.37)));
     if ((r = lwo_tensor_create(ctx, LWO_DTYPE_BF16, 1, shape, &x)) || (r = lwo_tensor_create(ctx, LWO_DTYPE_F8_E4M3, 1, shape, &q)) ||
         (r = lwo_tensor_create(ctx, LWO_DTYPE_BF16, 1, shape, &y)) || (r = lwo_tensor_create(ctx, LWO_DTYPE_F32, 1, one, &scale)))
         return fail(ctx, r, "lwo_tensor_create");
-    if ((r = lwo_tensor_upload(ctx, x, hx, N * 2)) || (r = lwo_quantize_fp8(ctx, NULL, x, q, scale, 1)) ||
+    memset(&qd, 0, sizeof qd);   /* per tensor, the scale computed first: absmax / 448 */
+    qd.src = x; qd.dst = q; qd.scales = scale; qd.compute_scale = 1;
+    if ((r = lwo_tensor_upload(ctx, x, hx, N * 2)) || (r = lwo_quantize(ctx, &qd)) ||
         (r = lwo_tensor_download(ctx, scale, &s_gpu, 4)) || (r = lwo_convert(ctx, NULL, q, y, s_gpu)) ||
         (r = lwo_tensor_download(ctx, q, hq, N)) || (r = lwo_tensor_download(ctx, y, hy, N * 2)))
         return fail(ctx, r, "the fp8 round trip");

@@ -45,8 +45,20 @@ static lwo_result do_copy(void *p) {
     return ctx->cu.cuMemcpyDtoDAsync(lwo_tensor_device_ptr(x->b), lwo_tensor_device_ptr(x->a), lwo_tensor_bytes(x->a), ctx->compute) ? LWO_ERROR_CUDA : LWO_SUCCESS;
 }
 static lwo_result do_upcast(void *p) { args4 *x = (args4 *)p; return lwo_convert(ctx, NULL, x->a, x->b, 1.0f); }
-static lwo_result do_act_quant(void *p) { args4 *x = (args4 *)p; return lwo_quantize_act_int8(ctx, NULL, x->a, NULL, x->b, x->c); }
-static lwo_result do_fp8_quant(void *p) { args4 *x = (args4 *)p; return lwo_quantize_fp8(ctx, NULL, x->a, x->b, x->c, 1); }
+static lwo_result do_act_quant(void *p) {
+    args4 *x = (args4 *)p;
+    lwo_quantize_desc qd;
+    memset(&qd, 0, sizeof qd);
+    qd.src = x->a; qd.dst = x->b; qd.scales = x->c; qd.per_row = 1;
+    return lwo_quantize(ctx, &qd);
+}
+static lwo_result do_fp8_quant(void *p) {
+    args4 *x = (args4 *)p;
+    lwo_quantize_desc qd;
+    memset(&qd, 0, sizeof qd);
+    qd.src = x->a; qd.dst = x->b; qd.scales = x->c; qd.compute_scale = 1;
+    return lwo_quantize(ctx, &qd);
+}
 
 static void quiet(void *u, lwo_log_level l, const char *m) { (void)u; if (l <= LWO_LOG_WARN) fprintf(stderr, "lwo: %s\n", m); }
 
@@ -61,7 +73,8 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--startup") == 0) {
         /* one start in a fresh process: create, then the first kernel, then wait for it */
         double t0 = lwo__now_ms(), t1;
-        lwo_startup_times st;
+        lwo_context_info ci;
+        const lwo_startup_times *st = &ci.startup;
         lwo_tensor *a, *b;
         d.vram_budget = 256ull << 20;
         r = lwo_create(&d, &ctx);
@@ -72,12 +85,13 @@ int main(int argc, char **argv) {
         lwo_convert(ctx, NULL, a, b, 1.0f);
         lwo_stream_synchronize(ctx, NULL);
         t1 = lwo__now_ms();
-        lwo_startup_times_get(ctx, &st);
+        memset(&ci, 0, sizeof ci);
+        lwo_context_get_info(ctx, &ci);
         printf("startup %s: create+first kernel %.1f ms, cuInit %.1f ms, beyond cuInit %.1f ms (kernels %.1f ms, arena %.1f ms, context %.1f ms)\n",
-               st.module_from_cache ? "warm" : "cold", t1 - t0, st.cu_init_ms, t1 - t0 - st.cu_init_ms, st.module_ms, st.arena_ms, st.context_ms);
+               st->module_from_cache ? "warm" : "cold", t1 - t0, st->cu_init_ms, t1 - t0 - st->cu_init_ms, st->module_ms, st->arena_ms, st->context_ms);
         if (getenv("LWO_BENCH_OUT") && (out = fopen(getenv("LWO_BENCH_OUT"), "a")) != NULL) {
-            fprintf(out, "startup_%s_beyond_cuinit_ms %.3f\nstartup_%s_cuinit_ms %.3f\n", st.module_from_cache ? "warm" : "cold", t1 - t0 - st.cu_init_ms,
-                    st.module_from_cache ? "warm" : "cold", st.cu_init_ms);
+            fprintf(out, "startup_%s_beyond_cuinit_ms %.3f\nstartup_%s_cuinit_ms %.3f\n", st->module_from_cache ? "warm" : "cold", t1 - t0 - st->cu_init_ms,
+                    st->module_from_cache ? "warm" : "cold", st->cu_init_ms);
             fclose(out);
         }
         lwo_destroy(ctx);

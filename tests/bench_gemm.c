@@ -19,7 +19,12 @@ static int cmpf(const void *a, const void *b) { float x = *(const float *)a, y =
 static const lwo_tensor *g_x; static const lwo_weight *g_w; static lwo_tensor *g_y;
 static int g_gemm_only; /* 0: lwo_linear; 1: the GEMM alone; 2: the W8A8 per-token quantizer alone */
 static lwo_result one(void) {
-    if (!g_gemm_only) return lwo_linear(ctx, NULL, g_x, g_w, NULL, g_y);
+    if (!g_gemm_only) {
+        lwo_linear_desc ld;
+        memset(&ld, 0, sizeof ld);
+        ld.x = g_x; ld.w = g_w; ld.y = g_y;
+        return lwo_linear(ctx, &ld);
+    }
     if (g_gemm_only == 2) {
         const lwo_weight *w = g_w;
         uint64_t M = g_x->shape[0], qbytes = (M * w->kpad + 255) / 256 * 256;
@@ -29,19 +34,22 @@ static lwo_result one(void) {
     }
     {
         const lwo_weight *w = g_w;
-        uint64_t M = g_x->shape[0], N = w->rows, Kp = w->kpad;
+        uint64_t M = g_x->shape[0], Kp = w->kpad;
         lwo__CUdeviceptr ws = ctx->arena + ctx->ws_off;
+        lwo__gemm_args g;
+        memset(&g, 0, sizeof g);
+        g.stream = ctx->compute; g.op = g_x->dtype; g.a = g_x->ptr; g.lda = g.a_k = w->cols; g.kpad = Kp;
+        g.M = M; g.N = w->rows; g.y = g_y->ptr; g.y_kind = 2;
         switch (w->format) {
-        case LWO_FORMAT_BF16: case LWO_FORMAT_F16:
-            return lwo__gemm(ctx, ctx->compute, g_x->dtype, g_x->ptr, w->cols, w->cols, w->data->ptr, Kp, M, N, 0, 0, 0, 0, g_y->ptr, 2, 0);
-        case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E5M2:
-            return lwo__gemm(ctx, ctx->compute, g_x->dtype, g_x->ptr, w->cols, w->cols, ws, Kp, M, N, 0, 0, 0, 0, g_y->ptr, 2, 1);
-        default: {
-            uint64_t qbytes = (M * Kp + 255) / 256 * 256;
-            return lwo__gemm(ctx, ctx->compute, w->format == LWO_FORMAT_INT8 ? LWO_DTYPE_I8 : LWO_DTYPE_F8_E4M3, ws, Kp, Kp,
-                             w->data->ptr, Kp, M, N, ws + qbytes, w->scales->ptr, 0, 0, g_y->ptr, 2, 1);
+        case LWO_FORMAT_BF16: case LWO_FORMAT_F16: g.b = w->data->ptr; break;
+        case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E5M2: g.b = ws; g.may_split = 1; break;   /* the upcast W */
+        default:   /* W8A8: x quantized into the workspace, its row scales after the codes */
+            g.op = w->format == LWO_FORMAT_INT8 ? LWO_DTYPE_I8 : LWO_DTYPE_F8_E4M3;
+            g.a = ws; g.lda = g.a_k = Kp; g.b = w->data->ptr; g.may_split = 1;
+            g.a_scales = ws + (M * Kp + 255) / 256 * 256; g.b_scales = w->scales->ptr;
+            break;
         }
-        }
+        return lwo__gemm(ctx, &g);
     }
 }
 
@@ -73,7 +81,8 @@ int main(void) {
                                           { 8192, 8192, 8192 }, { 1024, 3072, 12288 }, { 256, 3072, 3072 } };
     static const lwo_format fmts[] = { LWO_FORMAT_BF16, LWO_FORMAT_FP8_E4M3, LWO_FORMAT_INT8, LWO_FORMAT_FP8_E4M3_W8A8 };
     lwo_desc desc;
-    lwo_device_info info;
+    lwo_context_info ci;
+    const lwo_device_info *info = &ci.device;
     int s, f;
     /* LWO_BENCH_TILES: which forced tiles to time, in that order, as lwo_desc.gemm_kernels digits (default
        "234567"); a tile named twice reports its faster time, so "567765" times three tiles in both
@@ -84,8 +93,9 @@ int main(void) {
     memset(&desc, 0, sizeof desc);
     desc.vram_budget = (uint64_t)16 << 30;
     if (lwo_create(&desc, &ctx) != LWO_SUCCESS) { fprintf(stderr, "lwo_create: %s\n", lwo_last_error(ctx)); lwo_destroy(ctx); return 1; }
-    lwo_device_info_get(ctx, &info);
-    printf("lwo bench_gemm on %s (%s)\n%-20s %-11s %9s %8s %9s %9s %9s %9s %9s %9s %9s %8s %9s %10s %9s\n", info.name, info.arch, "M x K x N", "path",
+    memset(&ci, 0, sizeof ci);
+    lwo_context_get_info(ctx, &ci);
+    printf("lwo bench_gemm on %s (%s)\n%-20s %-11s %9s %8s %9s %9s %9s %9s %9s %9s %9s %8s %9s %10s %9s\n", info->name, info->arch, "M x K x N", "path",
            "gemm ms", "gemm TF", "64x128", "128x128", "128x256", "pingpong", "pp 2x1", "256 2x1", "e2e ms", "e2e TF", "quant ms", "quant TB/s",
            "no split");
     for (s = 0; s < 6; s++) {
@@ -109,7 +119,7 @@ int main(void) {
             double tg, tn, te, tq = 0, tt[6] = { 0, 0, 0, 0, 0, 0 };
             int t;
             const char *c;
-            if (fmts[f] == LWO_FORMAT_FP8_E4M3_W8A8 && info.cc_major * 10 + info.cc_minor < 89) continue;
+            if (fmts[f] == LWO_FORMAT_FP8_E4M3_W8A8 && info->cc_major * 10 + info->cc_minor < 89) continue;
             memset(&d, 0, sizeof d);
             d.rows = N; d.cols = K; d.data = wf; d.format = fmts[f];
             if (lwo_weight_create(ctx, &d, &w)) { fprintf(stderr, "weight: %s\n", lwo_last_error(ctx)); continue; }
@@ -117,7 +127,7 @@ int main(void) {
             g_gemm_only = 0; te = time_ms();   /* first: it also sizes the workspace the GEMM-only run reads */
             g_gemm_only = 1; tg = time_ms();
             ctx->desc.gemm_split = -1; tn = time_ms(); ctx->desc.gemm_split = 0;
-            if (strcmp(info.arch, "sm_90a") == 0)
+            if (strcmp(info->arch, "sm_90a") == 0)
                 for (c = tiles; *c; c++) {
                     double ms;
                     if (*c < '2' || *c > '7') continue;

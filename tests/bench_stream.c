@@ -41,11 +41,26 @@ static void emit(const char *key, double v) {
 
 static void die(const char *what) { printf("bench_stream: %s: %s\n", what, lwo_last_error(ctx)); exit(1); }
 
+/* One of the ops module's kernels on the compute stream, a 1-D grid of 256-thread blocks. */
+static lwo_result launch(const char *k, unsigned blocks, void **args) {
+    lwo_launch_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.module = ops; ld.kernel = k; ld.grid[0] = blocks; ld.block[0] = 256; ld.args = args;
+    return lwo_launch(ctx, &ld);
+}
+
 static lwo_result elementwise(const char *k, lwo_tensor *y, lwo_tensor *a) {
     uint64_t n = lwo_tensor_numel(y), py = lwo_tensor_device_ptr(y), pa = a ? lwo_tensor_device_ptr(a) : 0;
-    unsigned grid[3] = { (unsigned)((n + 255) / 256), 1, 1 }, block[3] = { 256, 1, 1 };
     void *args3[3] = { &py, &pa, &n }, *args2[2] = { &py, &n };
-    return lwo_launch(ctx, NULL, ops, k, grid, block, 0, a ? args3 : args2);
+    return launch(k, (unsigned)((n + 255) / 256), a ? args3 : args2);
+}
+
+/* lwo_linear on the compute stream, the weight's own bias. */
+static lwo_result linear(const lwo_tensor *x, const lwo_weight *w, lwo_tensor *y) {
+    lwo_linear_desc ld;
+    memset(&ld, 0, sizeof ld);
+    ld.x = x; ld.w = w; ld.y = y;
+    return lwo_linear(ctx, &ld);
 }
 
 typedef struct stack { lwo_weight *w[NB][4]; lwo_tensor *x, *t1, *qkv, *t2, *view; } stack;
@@ -55,11 +70,11 @@ typedef struct stack { lwo_weight *w[NB][4]; lwo_tensor *x, *t1, *qkv, *t2, *vie
 static const char *op_names[NOPS] = { "qkv", "out", "add", "up", "gelu", "down", "add2" };
 static lwo_result block_op(stack *s, int b, int i) {
     switch (i) {
-    case 0: return lwo_linear(ctx, NULL, s->x, s->w[b][0], NULL, s->qkv);
-    case 1: return lwo_linear(ctx, NULL, s->view, s->w[b][1], NULL, s->t2);
-    case 3: return lwo_linear(ctx, NULL, s->x, s->w[b][2], NULL, s->t1);
+    case 0: return linear(s->x, s->w[b][0], s->qkv);
+    case 1: return linear(s->view, s->w[b][1], s->t2);
+    case 3: return linear(s->x, s->w[b][2], s->t1);
     case 4: return elementwise("gelu_bf16", s->t1, NULL);
-    case 5: return lwo_linear(ctx, NULL, s->t1, s->w[b][3], NULL, s->t2);
+    case 5: return linear(s->t1, s->w[b][3], s->t2);
     default: return elementwise("add_bf16", s->x, s->t2);
     }
 }
@@ -205,9 +220,8 @@ static void h2d_conditions(void) {
             for (i = 0; i < (c == 2 ? 4 : 100); i++) {
                 uint64_t py = lwo_tensor_device_ptr(m1), pa = lwo_tensor_device_ptr(m2), cnt = half;
                 int iters = 2000000;
-                unsigned grid[3] = { c == 2 ? 1056u : (unsigned)((half + 255) / 256), 1, 1 }, block[3] = { 256, 1, 1 };
                 void *fa[2] = { &py, &iters }, *aa[3] = { &py, &pa, &cnt };
-                if (lwo_launch(ctx, NULL, ops, c == 2 ? "busy_fma" : "add_bf16", grid, block, 0, c == 2 ? fa : aa)) die("busy kernel");
+                if (launch(c == 2 ? "busy_fma" : "add_bf16", c == 2 ? 1056u : (unsigned)((half + 255) / 256), c == 2 ? fa : aa)) die("busy kernel");
             }
         }
         lwo_event_record(ctx, e0, st[0]);
@@ -261,7 +275,7 @@ static void run(lwo_format fmt, const char *fname, double frac, double bw, doubl
     d.vram_budget = budget;
     if (getenv("LWO_BENCH_OFFLOAD_STREAMS")) d.offload_streams = atoi(getenv("LWO_BENCH_OFFLOAD_STREAMS"));
     if (lwo_create(&d, &ctx)) die("lwo_create");
-    if (lwo_module_compile(ctx, ops_src, "bench_ops.cu", NULL, &ops)) die("ops");
+    if (lwo_module_create(ctx, ops_src, "bench_ops.cu", NULL, &ops)) die("ops");
     for (b = 0; b < NB; b++)
         for (k = 0; k < 4; k++) {
             lwo_weight_desc wd;
@@ -296,9 +310,9 @@ static void run(lwo_format fmt, const char *fname, double frac, double bw, doubl
        against them */
     if (forward(&s) || forward(&s) || lwo_stream_synchronize(ctx, NULL)) die("forward");   /* the first loads modules */
     if (lwo_streaming_plan(ctx, &sd)) die("lwo_streaming_plan");
-    lwo_stats_get(ctx, &st0);
+    lwo_context_get_stats(ctx, &st0);
     ms = time_forward(&s, 5, NULL);
-    lwo_stats_get(ctx, &st);
+    lwo_context_get_stats(ctx, &st);
     {   /* one more pass, read whole: its time, its waits, and lwo's profile of it (the compute a
            plan made now would be timed with); pass - waits = profile when the marks see it all */
         lwo_stats a, z;
@@ -306,9 +320,9 @@ static void run(lwo_format fmt, const char *fname, double frac, double bw, doubl
         size_t u;
         memset(&a, 0, sizeof a);
         memset(&z, 0, sizeof z);
-        lwo_stats_get(ctx, &a);
+        lwo_context_get_stats(ctx, &a);
         if (forward(&s)) die("forward");
-        lwo_stats_get(ctx, &z);
+        lwo_context_get_stats(ctx, &z);
         for (u = 0; ctx->engine && u < ctx->engine->profiled; u++) sum += ctx->engine->use_ms[u];
         snprintf(key, sizeof key, "lwo_%s_%s_last_pass_ms", fname, frac >= 1 ? "resident" : frac > 0 ? "half" : "minimum");
         emit(key, z.last_pass_ms);
@@ -387,7 +401,7 @@ int main(void) {
     if (lwo_create(&d, &ctx)) die("lwo_create");
     bw = h2d_GBps();
     emit("lwo_h2d_pinned_GBps", bw);
-    if (lwo_module_compile(ctx, ops_src, "bench_ops.cu", NULL, &ops)) die("ops");
+    if (lwo_module_create(ctx, ops_src, "bench_ops.cu", NULL, &ops)) die("ops");
     h2d_conditions();
     lwo_module_destroy(ctx, ops);
     lwo_destroy(ctx);

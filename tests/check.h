@@ -108,15 +108,119 @@ static inline void check_rmtree(const char *path) {
 #endif
 
 #ifdef LWO_H
+/* The calls the tests make most, through their descs, spelled positionally. */
+static inline lwo_result check_linear(lwo_context *ctx, const lwo_tensor *x, const lwo_weight *w, lwo_tensor *y) {
+    lwo_linear_desc d;   /* the compute stream, the weight's own bias */
+    memset(&d, 0, sizeof d);
+    d.x = x; d.w = w; d.y = y;
+    return lwo_linear(ctx, &d);
+}
+static inline lwo_memory_stats check_memory_stats(lwo_context *ctx) {
+    lwo_context_info ci;
+    memset(&ci, 0, sizeof ci);
+    lwo_context_get_info(ctx, &ci);
+    return ci.memory;
+}
+/* lwo_ref_quantize per tensor: n elements of src into fp8 with the given scale. */
+static inline lwo_result check_ref_quantize_fp8(const void *src, lwo_dtype st, uint8_t *dst, lwo_dtype fp8, uint64_t n, float scale) {
+    lwo_ref_quantize_desc d;
+    memset(&d, 0, sizeof d);
+    d.src = src; d.src_dtype = st; d.dst = dst; d.dst_dtype = fp8; d.rows = 1; d.cols = n; d.scale = scale;
+    return lwo_ref_quantize(&d);
+}
+/* lwo_ref_quantize per row: x [rows, k] into q [rows, kq] of qt (i8 or f8_e4m3), scales [rows]. */
+static inline lwo_result check_ref_quantize_rows(const void *x, lwo_dtype xt, uint64_t rows, uint64_t k, const float *smooth, void *q,
+                                                 lwo_dtype qt, uint64_t kq, float *scales) {
+    lwo_ref_quantize_desc d;
+    memset(&d, 0, sizeof d);
+    d.per_row = 1; d.src = x; d.src_dtype = xt; d.rows = rows; d.cols = k; d.smooth = smooth;
+    d.dst = q; d.dst_dtype = qt; d.dst_cols = kq; d.scales = scales;
+    return lwo_ref_quantize(&d);
+}
+static inline lwo_result check_ref_quantize_int8_rows(const void *x, lwo_dtype xt, uint64_t rows, uint64_t k, const float *smooth,
+                                                      int8_t *q, uint64_t kq, float *scales) {
+    return check_ref_quantize_rows(x, xt, rows, k, smooth, q, LWO_DTYPE_I8, kq, scales);
+}
+static inline lwo_result check_ref_quantize_fp8_rows(const void *x, lwo_dtype xt, uint64_t rows, uint64_t k, const float *smooth,
+                                                     uint8_t *q, uint64_t kq, float *scales) {
+    return check_ref_quantize_rows(x, xt, rows, k, smooth, q, LWO_DTYPE_F8_E4M3, kq, scales);
+}
+/* lwo_ref_prep_rows: x [rows, k] prepped into out [rows, kq]. */
+static inline lwo_result check_ref_prep_rows(const void *x, lwo_dtype xt, uint64_t rows, uint64_t k, const int32_t *perm,
+                                             const float *smooth, int weight, int hadamard, float *out, uint64_t kq) {
+    lwo_ref_prep_desc d;
+    memset(&d, 0, sizeof d);
+    d.x = x; d.x_dtype = xt; d.rows = rows; d.cols = k; d.perm = perm; d.smooth = smooth; d.weight = weight; d.hadamard = hadamard;
+    d.out = out; d.out_cols = kq;
+    return lwo_ref_prep_rows(&d);
+}
+/* lwo_ref_linear of x [M, K] (row stride ldx) and w [N, K] (row stride ldw) into y [M, N] of yt. */
+static inline lwo_result check_ref_linear(const void *x, lwo_dtype xt, uint64_t ldx, const void *w, lwo_dtype wt, uint64_t ldw,
+                                          uint64_t M, uint64_t N, uint64_t K, const float *sx, const float *sw, const float *bias,
+                                          void *y, lwo_dtype yt) {
+    lwo_ref_linear_desc d;
+    memset(&d, 0, sizeof d);
+    d.x = x; d.x_dtype = xt; d.ldx = ldx; d.w = w; d.w_dtype = wt; d.ldw = ldw; d.M = M; d.N = N; d.K = K;
+    d.x_scales = sx; d.w_scales = sw; d.bias = bias; d.y = y; d.y_dtype = yt;
+    return lwo_ref_linear(&d);
+}
 /* A tensor entry for lwo_safetensors_write (the safetensors tests write their own checkpoints). */
-static inline lwo_st_write_tensor check_st_tensor(const char *name, lwo_st_dtype dt, int ndim, const uint64_t *shape, const void *data) {
-    lwo_st_write_tensor t;
+static inline lwo_safetensors_write_tensor check_st_tensor(const char *name, lwo_dtype dt, int ndim, const uint64_t *shape, const void *data) {
+    lwo_safetensors_write_tensor t;
     uint64_t n = 1;
     int i;
     memset(&t, 0, sizeof t);
     for (i = 0; i < ndim; i++) n *= shape[i];
-    t.name = name; t.dtype = dt; t.ndim = ndim; t.shape = shape; t.data = data; t.bytes = n * lwo_st_dtype_size(dt);
+    t.name = name; t.dtype = dt; t.ndim = ndim; t.shape = shape; t.data = data; t.bytes = n * lwo_dtype_size(dt);
     return t;
+}
+/* lwo_safetensors_create from one file, or from bytes in memory (the tests open checkpoints often). */
+static inline lwo_result check_st_open(const char *path, lwo_safetensors **out) {
+    lwo_safetensors_desc d;
+    memset(&d, 0, sizeof d);
+    d.path = path;
+    return lwo_safetensors_create(&d, out);
+}
+static inline lwo_result check_st_open_memory(const void *data, size_t size, lwo_safetensors **out) {
+    lwo_safetensors_desc d;
+    memset(&d, 0, sizeof d);
+    d.data = data;
+    d.size = size;
+    return lwo_safetensors_create(&d, out);
+}
+static inline lwo_result check_st_open_many(const char *const *paths, size_t n, lwo_safetensors **out) {
+    lwo_safetensors_desc d;
+    memset(&d, 0, sizeof d);
+    d.paths = paths;
+    d.path_count = n;
+    return lwo_safetensors_create(&d, out);
+}
+/* lwo_safetensors_convert of one tensor into `format` (0 = KEEP). */
+static inline lwo_result check_st_convert(const lwo_safetensors_tensor *t, lwo_format format, void *buf, uint64_t buf_bytes,
+                                          float *scales, uint64_t scales_count, lwo_safetensors_converted *out) {
+    lwo_safetensors_convert_desc d;
+    memset(&d, 0, sizeof d);
+    d.tensor = t; d.format = format; d.buf = buf; d.buf_bytes = buf_bytes; d.scales = scales; d.scales_count = scales_count;
+    return lwo_safetensors_convert(&d, out);
+}
+/* lwo_safetensors_write of `count` tensors and `meta_count` metadata pairs; its desc's error text
+   is copied into err (err_size bytes, "" on success). */
+static inline lwo_result check_st_write(const char *path, const lwo_safetensors_write_tensor *tensors, size_t count,
+                                        const char *const *keys, const char *const *values, size_t meta_count,
+                                        char *err, size_t err_size) {
+    lwo_safetensors_write_desc d;
+    lwo_result r;
+    memset(&d, 0, sizeof d);
+    d.path = path; d.tensors = tensors; d.tensor_count = count;
+    d.meta_keys = keys; d.meta_values = values; d.meta_count = meta_count;
+    r = lwo_safetensors_write(&d);
+    if (err && err_size) {   /* a copy cut to err_size (snprintf would warn that it may cut) */
+        size_t n = strlen(d.error);
+        if (n >= err_size) n = err_size - 1;
+        memcpy(err, d.error, n);
+        err[n] = 0;
+    }
+    return r;
 }
 #endif
 #endif

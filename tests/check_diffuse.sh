@@ -9,7 +9,7 @@ W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 p=0; f=0
 ok() { if [ "$1" -eq 0 ]; then p=$((p+1)); else f=$((f+1)); echo "FAIL: $2"; fi; }
 
-for bad in "--steps 0" "--steps x" "--storage fp4" "--vram lots" "--cfg nan" "--classes 11" "--per-class 0" "--frobnicate" "--seed" "--cpu --selftest"; do
+for bad in "--steps 0" "--steps x" "--storage fp4" "--vram lots" "--cfg nan" "--classes 11" "--per-class 0" "--frobnicate" "--seed" "--selftest"; do
   out=$($B $bad 2>&1); rc=$?
   [ $rc -eq 2 ] && echo "$out" | grep -q 'diffuse: '; ok $? "'diffuse $bad' exited $rc with: $(echo "$out" | head -n 1)"
 done

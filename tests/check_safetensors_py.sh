@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Interop with the Python `safetensors` package: files it writes, lwo reads (build/st_dump dump);
-# a file lwo writes (build/st_dump write), it reads. Ends with "N passed, N failed".
+# a file lwo writes (build/st_dump write), it reads. st_dump names dtypes as lwo_dtype_name does
+# ("f32", "bf16", ...); Python's are the file's tags ("F32", "BF16", ...). Ends with "N passed, N failed".
 set -u
 PY=${LWO_PY:-build/venv/bin/python}
 DUMP=${LWO_ST_DUMP:-build/st_dump}
@@ -37,6 +38,9 @@ rng = np.random.default_rng(int(os.environ.get("LWO_TEST_SEED", "0")) or None)
 names = {np.float64: "F64", np.float32: "F32", np.float16: "F16", ml_dtypes.bfloat16: "BF16",
          ml_dtypes.float8_e4m3fn: "F8_E4M3", ml_dtypes.float8_e5m2: "F8_E5M2", np.int64: "I64",
          np.int32: "I32", np.int16: "I16", np.int8: "I8", np.uint8: "U8", np.bool_: "BOOL"}
+# the file's dtype tag -> lwo_dtype_name, what st_dump prints
+lwo_name = {"F64": "f64", "F32": "f32", "F16": "f16", "BF16": "bf16", "F8_E4M3": "f8_e4m3", "F8_E5M2": "f8_e5m2",
+            "I64": "i64", "I32": "i32", "I16": "i16", "I8": "i8", "U8": "u8", "BOOL": "bool"}
 shapes = [(3, 5), (), (0, 4), (7,), (2, 1, 3, 1, 2)]
 tensors = {}
 for i, (dt, _) in enumerate(names.items()):
@@ -57,7 +61,7 @@ for k, a in tensors.items():
     g = got.get(k)
     check(g is not None, "lwo finds " + k)
     if g is None: continue
-    check(g[0] == names[a.dtype.type], "%s dtype %s vs %s" % (k, g[0], names[a.dtype.type]))
+    check(g[0] == lwo_name[names[a.dtype.type]], "%s dtype %s vs %s" % (k, g[0], names[a.dtype.type]))
     check(g[1] == list(a.shape), "%s shape %s vs %s" % (k, g[1], list(a.shape)))
     check(g[2] == a.nbytes and g[3] == fnv(a.tobytes()), "%s bytes/checksum" % k)
 check(gmeta == meta, "metadata %r vs %r" % (gmeta, meta))
@@ -84,7 +88,7 @@ if r.returncode == 0:
     check(len(items) == len(mine) == 14, "Python reads %d tensors, lwo %d" % (len(items), len(mine)))
     for k, v in items.items():
         m = mine.get(k)
-        check(m is not None and m[0] == v["dtype"] and m[1] == list(v["shape"]) and m[3] == fnv(bytes(v["data"])),
+        check(m is not None and m[0] == lwo_name.get(v["dtype"]) and m[1] == list(v["shape"]) and m[3] == fnv(bytes(v["data"])),
               "Python and lwo agree on " + k)
     with safetensors.safe_open(q, framework="numpy") as f:
         check(f.metadata() == {"format": "pt", "lwo.note": "written by lwo \u00e9"}, "metadata via safe_open: %r" % f.metadata())

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU checks of the diffusion demo (examples/diffuse.c), run by tests/gpu_run.sh's dit section on
 # the GPU machine (PyTorch installed, Fashion-MNIST in .data/fashion-mnist):
-#   selftest   build/diffuse --selftest per storage: every kernel against the CPU reference,
+#   selftest   build/test_dit_selftest per storage: every kernel against the CPU reference,
 #              a whole step against the CPU model, graph == eager, streamed == resident
 #   parity     bf16 storage, all resident, against tools/train_tiny_dit.py --sample-ref (float32
 #              PyTorch) from identical noise: relative L2 <= 2e-2
@@ -28,11 +28,11 @@ row() {  # name PASS|FAIL|INFO detail
 le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && a + 0 <= b + 0) }'; }
 stat_of() { sed -n "s/.*[ :]$2=\([0-9]*\).*/\1/p" "$1" | tail -n 1; }
 
-make -s build/diffuse >"$O/dit_build.log" 2>&1 || { cat "$O/dit_build.log"; row build FAIL "make build/diffuse failed"; }
+make -s build/diffuse build/test_dit_selftest >"$O/dit_build.log" 2>&1 || { cat "$O/dit_build.log"; row build FAIL "make build/diffuse build/test_dit_selftest failed"; }
 
-echo "== diffuse --selftest"
+echo "== test_dit_selftest"
 for s in bf16 int8 fp8; do
-  timeout 300 build/diffuse --selftest --storage $s >"$O/dit_selftest_$s.log" 2>&1; rc=$?
+  timeout 300 build/test_dit_selftest --storage $s >"$O/dit_selftest_$s.log" 2>&1; rc=$?
   grep -E '^(PASS|FAIL)' "$O/dit_selftest_$s.log" | sed "s/^/  [$s] /"
   line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$O/dit_selftest_$s.log" | tail -n 1)
   if [ $rc -eq 0 ] && [ -n "$line" ]; then row "selftest $s" PASS "$line"; else row "selftest $s" FAIL "exit $rc: ${line:-$(tail -n 3 "$O/dit_selftest_$s.log" | tr '\n' ' ')}"; fi

@@ -1,5 +1,5 @@
 /* fuzz_safetensors.c - libFuzzer target for the safetensors reader: open from memory, then every
-   accessor, the quant conventions, lwo_safetensors_convert into every storage format, the storage
+   accessor, the quant conventions, lwo_safetensors_convert into every format, the storage
    policy lookup and the weight loaders' CPU side (lwo__st_weight_prep), all under a memory budget.
      clang -fsanitize=fuzzer,address,undefined tests/fuzz_safetensors.c -lm -o build/fuzz_safetensors
    With -DLWO_FUZZ_MAIN it is a plain program that replays the files named on its command line,
@@ -71,16 +71,39 @@ static void *fz_realloc(void *p, size_t n) {
 #define FZ_DEEP_TENSORS 512
 
 static const lwo_storage_rule fz_rules[] = {
-    { "*.attn.*.weight", LWO_STORE_FP8_E4M3 }, { "*.mlp.*", LWO_STORE_INT8 }, { "*norm*", LWO_STORE_F32 },
-    { "?", LWO_STORE_F16 }, { "*.weight", LWO_STORE_KEEP },
+    { "*.attn.*.weight", LWO_FORMAT_FP8_E4M3 }, { "*.mlp.*", LWO_FORMAT_INT8 }, { "*norm*", LWO_FORMAT_F32 },
+    { "?", LWO_FORMAT_F16 }, { "*.weight", LWO_FORMAT_KEEP },
 };
+/* Every lwo_format, then one past the last (refused everywhere). */
+static const lwo_format fz_formats[] = {
+    LWO_FORMAT_KEEP, LWO_FORMAT_BF16, LWO_FORMAT_F16, LWO_FORMAT_FP8_E4M3, LWO_FORMAT_FP8_E5M2, LWO_FORMAT_INT8,
+    LWO_FORMAT_FP8_E4M3_W8A8, LWO_FORMAT_F32, LWO_FORMAT_COUNT,
+};
+#define FZ_NFORMATS (sizeof fz_formats / sizeof fz_formats[0])
 
-/* Every storage format, into buffers lwo allocates and then into the caller's: the same bytes. */
-static void fz_convert(const lwo_st_tensor *t) {
-    int fmt;
-    for (fmt = 0; fmt <= (int)LWO_STORE_FORMAT_COUNT; fmt++) {   /* one past the end: refused */
-        lwo_st_converted c, d;
-        lwo_result r = lwo_safetensors_convert(t, (lwo_store_format)fmt, NULL, 0, NULL, 0, &c);
+static lwo_result fz_convert_to(const lwo_safetensors_tensor *t, lwo_format format, void *buf, uint64_t buf_bytes, float *scales,
+                                uint64_t scales_count, lwo_safetensors_converted *out) {
+    lwo_safetensors_convert_desc d;
+    memset(&d, 0, sizeof d);
+    d.tensor = t; d.format = format; d.buf = buf; d.buf_bytes = buf_bytes; d.scales = scales; d.scales_count = scales_count;
+    return lwo_safetensors_convert(&d, out);
+}
+static lwo_result fz_open(const char *path, const void *data, size_t size, lwo_safetensors **out) {
+    lwo_safetensors_desc d;
+    memset(&d, 0, sizeof d);
+    if (path) d.path = path;
+    else { d.data = data; d.size = size; }
+    return lwo_safetensors_create(&d, out);
+}
+
+/* Every format, into buffers lwo allocates and then into the caller's: the same bytes (W8A8 fp8 is
+   no conversion's target, and one past the end is none: both refused). */
+static void fz_convert(const lwo_safetensors_tensor *t) {
+    size_t fi;
+    for (fi = 0; fi < FZ_NFORMATS; fi++) {
+        const lwo_format fmt = fz_formats[fi];
+        lwo_safetensors_converted c, d;
+        lwo_result r = fz_convert_to(t, fmt, NULL, 0, NULL, 0, &c);
         if (r != LWO_SUCCESS) {
             if (!c.error[0] || c.data || c.owned_data || c.owned_scales) FZ_TRAP();   /* says why, holds nothing */
             continue;
@@ -92,36 +115,40 @@ static void fz_convert(const lwo_st_tensor *t) {
         {
             void *buf = malloc(c.bytes ? (size_t)c.bytes : 1);   /* the caller's, outside lwo's budget */
             float *sc = c.row_scales ? (float *)malloc(c.rows ? (size_t)c.rows * 4 : 1) : NULL;
-            r = lwo_safetensors_convert(t, (lwo_store_format)fmt, buf, c.bytes, sc, c.rows, &d);
+            r = fz_convert_to(t, fmt, buf, c.bytes, sc, c.rows, &d);
             if (r != LWO_SUCCESS || d.data != buf || d.owned_data || d.owned_scales || d.bytes != c.bytes ||
                 memcmp(&d.scale, &c.scale, sizeof d.scale) != 0 || (c.bytes && memcmp(buf, c.data, (size_t)c.bytes) != 0) ||
                 (sc && memcmp(sc, c.row_scales, (size_t)c.rows * 4) != 0))
                 FZ_TRAP();
-            if (c.bytes && lwo_safetensors_convert(t, (lwo_store_format)fmt, buf, c.bytes - 1, sc, c.rows, &d) != LWO_ERROR_INVALID_ARGUMENT)
+            if (c.bytes && fz_convert_to(t, fmt, buf, c.bytes - 1, sc, c.rows, &d) != LWO_ERROR_INVALID_ARGUMENT)
                 FZ_TRAP();   /* a buffer one byte short is refused */
             free(buf);
             free(sc);
         }
-        lwo_st_converted_free(&c);
+        lwo_safetensors_converted_destroy(&c);
     }
 }
 
 /* What the weight loaders hand lwo_weight_create (no GPU needed): for every lwo_format, and for
    what a storage policy picks (lwo_safetensors_load_weight_policy's lookup). */
-static void fz_weight(lwo_safetensors *f, const lwo_st_tensor *t) {
+static void fz_weight(lwo_safetensors *f, const lwo_safetensors_tensor *t) {
     lwo_storage_policy pol;
     lwo__st_prep p;
     lwo_format lf;
-    int fmt;
-    for (fmt = 0; fmt < (int)LWO_STORE_FORMAT_COUNT; fmt++)
-        if (lwo_safetensors_weight_format(f, t->name, (lwo_store_format)fmt, &lf) != LWO_SUCCESS && !lwo_safetensors_error(f)[0])
-            FZ_TRAP();
-    for (fmt = 0; fmt <= (int)LWO_FORMAT_COUNT; fmt++) {
-        if (lwo__st_weight_prep(f, t->name, (lwo_format)fmt, (lwo_placement)(fmt % 3), &p) == LWO_SUCCESS) {
-            if (fmt == (int)LWO_FORMAT_COUNT) FZ_TRAP();
+    size_t fi;
+    for (fi = 0; fi < FZ_NFORMATS; fi++) {
+        const lwo_format fmt = fz_formats[fi];
+        lwo_result r = lwo_safetensors_weight_format(f, t->name, fmt, &lf);
+        if (r != LWO_SUCCESS && !lwo_safetensors_last_error(f)[0]) FZ_TRAP();   /* every failure says why */
+        if (r == LWO_SUCCESS && (fmt == LWO_FORMAT_COUNT || fmt == LWO_FORMAT_F32 || lf == LWO_FORMAT_KEEP || lf >= LWO_FORMAT_F32)) FZ_TRAP();
+    }
+    for (fi = 0; fi < FZ_NFORMATS; fi++) {
+        const lwo_format fmt = fz_formats[fi];
+        if (lwo__st_weight_prep(f, t->name, fmt, (lwo_placement)(fi % 3), &p) == LWO_SUCCESS) {
+            if (fmt == LWO_FORMAT_COUNT) FZ_TRAP();
             if (p.d.rows * p.d.cols != t->numel || !p.d.data || !t->numel) FZ_TRAP();
             if (p.zero_copy && p.d.data != t->data) FZ_TRAP();
-        } else if (!lwo_safetensors_error(f)[0]) {
+        } else if (!lwo_safetensors_last_error(f)[0]) {
             FZ_TRAP();   /* every failure says why */
         }
         lwo__st_prep_free(&p);
@@ -129,9 +156,9 @@ static void fz_weight(lwo_safetensors *f, const lwo_st_tensor *t) {
     memset(&pol, 0, sizeof pol);
     pol.rules = fz_rules;
     pol.rule_count = sizeof fz_rules / sizeof fz_rules[0];
-    pol.default_format = LWO_STORE_BF16;
+    pol.default_format = LWO_FORMAT_BF16;
     if (lwo_safetensors_weight_format(f, t->name, lwo_storage_policy_format(&pol, t->name), &lf) == LWO_SUCCESS) {
-        if (lwo__st_weight_prep(f, t->name, lf, LWO_PLACE_AUTO, &p) != LWO_SUCCESS && !lwo_safetensors_error(f)[0]) FZ_TRAP();
+        if (lwo__st_weight_prep(f, t->name, lf, LWO_PLACE_AUTO, &p) != LWO_SUCCESS && !lwo_safetensors_last_error(f)[0]) FZ_TRAP();
         lwo__st_prep_free(&p);
     }
 }
@@ -139,14 +166,14 @@ static void fz_weight(lwo_safetensors *f, const lwo_st_tensor *t) {
 static void fz_check(lwo_safetensors *f) {
     size_t i, n = lwo_safetensors_count(f), step = n > FZ_DEEP_TENSORS ? n / FZ_DEEP_TENSORS : 1;
     for (i = 0; i < n; i++) {
-        const lwo_st_tensor *t = lwo_safetensors_tensor(f, i);
+        const lwo_safetensors_tensor *t = lwo_safetensors_tensor_at(f, i);
         volatile uint8_t sink = 0;
-        lwo_st_quant q;
+        lwo_safetensors_quant q;
         if (lwo_safetensors_find(f, t->name) != t) FZ_TRAP();
         if (t->bytes) sink ^= ((const uint8_t *)t->data)[t->bytes - 1];
         (void)sink;
         if (i % step && i != n - 1) continue;
-        if (lwo_safetensors_quant_info(f, t->name, &q) != LWO_SUCCESS && !lwo_safetensors_error(f)[0]) FZ_TRAP();
+        if (lwo_safetensors_get_quant_info(f, t->name, &q) != LWO_SUCCESS && !lwo_safetensors_last_error(f)[0]) FZ_TRAP();
         fz_convert(t);
         fz_weight(f, t);
     }
@@ -164,10 +191,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     lwo_result r;
     fz_live = fz_peak = 0;
     fz_limit = FZ_MEM_PER_BYTE * size + FZ_MEM_SLACK;
-    r = lwo_safetensors_open_memory(data, size, &f);
+    r = fz_open(NULL, data, size, &f);
     if (r == LWO_SUCCESS) fz_check(f);
-    else if (f && !lwo_safetensors_error(f)[0]) FZ_TRAP();   /* every failure says why */
-    lwo_safetensors_close(f);
+    else if (f && !lwo_safetensors_last_error(f)[0]) FZ_TRAP();   /* every failure says why */
+    lwo_safetensors_destroy(f);
     if (fz_live != 0) { fprintf(stderr, "fuzz_safetensors: %zu bytes still held after close\n", fz_live); FZ_TRAP(); }
     fz_limit = (size_t)-1;
     return 0;
@@ -224,15 +251,15 @@ int main(int argc, char **argv) {
         ms = (fz_now() - t0) * 1e3;
         peak = fz_peak;
         /* the same bytes through the mapping: the same verdict */
-        rm = lwo_safetensors_open_memory(b, (size_t)sz, &f);
-        rf = lwo_safetensors_open(argv[i], &g);
+        rm = fz_open(NULL, b, (size_t)sz, &f);
+        rf = fz_open(argv[i], NULL, 0, &g);
         if (rm != rf || lwo_safetensors_count(f) != lwo_safetensors_count(g) ||
             lwo_safetensors_metadata_count(f) != lwo_safetensors_metadata_count(g)) {
-            printf("FAIL %s: from memory %s, by path %s (%s)\n", argv[i], lwo_result_string(rm), lwo_result_string(rf), lwo_safetensors_error(g));
+            printf("FAIL %s: from memory %s, by path %s (%s)\n", argv[i], lwo_result_string(rm), lwo_result_string(rf), lwo_safetensors_last_error(g));
             fails++;
         }
-        lwo_safetensors_close(f);
-        lwo_safetensors_close(g);
+        lwo_safetensors_destroy(f);
+        lwo_safetensors_destroy(g);
         if (sz >= (long)FZ_MEM_SLACK && (double)peak / (double)sz > worst_ratio) worst_ratio = (double)peak / (double)sz;
         if (ms > worst) { worst = ms; slowest = argv[i]; }
         if (ms > max_ms) { printf("FAIL %s: %.0f ms of CPU, over the %.0f ms an input may take\n", argv[i], ms, max_ms); fails++; }

@@ -3,7 +3,8 @@
 # seconds and headline figures) and, when every part passed, the stamp tests/gpu-verified.txt
 # (tests/gpu_stamp.py). Exits non-zero when any part failed. Parts:
 #   build       every GPU program (make gpu-build)
-#   test_gpu*   the GPU test programs, each against its CPU references
+#   test_gpu*   the GPU test programs, each against its CPU references; test_dit_selftest, the
+#               diffusion demo's GPU path against its CPU reference (bf16, int8, fp8 storage)
 #   sanitizer   compute-sanitizer memcheck and racecheck of the quick streaming test
 #   demo        make demo: hello, then the diffusion demo under its default budget; the PNG written
 #               and every class of its images classified as that class by >= 80% (tests/score_demo.sh)
@@ -11,7 +12,9 @@
 #   bench       make bench: the memory-bound kernels against the copy ceiling; cold and warm starts
 #   bench-gemm  make bench-gemm: lwo's GEMMs beside PyTorch's (and Triton's) in one run
 #   bench-stream  make bench-stream, quick: the streamed stack beside PyTorch's prefetch
-# GPU_CHECK_PARTS picks some (space separated; the stamp is written only for a run of all of them).
+# GPU_CHECK_PARTS picks some (space separated). A run of all of them writes the stamp; a run of some
+# writes a partial stamp, gpu-check-part.txt in $OUT, and `python3 tests/gpu_stamp.py merge A B`
+# makes the stamp from partial runs of this same tree that passed every part between them.
 # The cubin cache is build/lwo-cache (make warm-cache fills it on a
 # machine without the GPU, so a cold GPU machine need not compile).
 set -u
@@ -50,7 +53,7 @@ if has build; then
                 || { row build FAIL $secs "$(tail -n 3 "$O/build.log" | tr '\n|' ' /')"; }
 fi
 if has tests; then
-  for t in test_gpu test_gpu_gemm test_gpu_graphs test_gpu_stream test_gpu_safetensors test_gpu_plan; do
+  for t in test_gpu test_gpu_gemm test_gpu_graphs test_gpu_stream test_gpu_safetensors test_gpu_plan test_dit_selftest; do
     run $t 240 "$O/$t.log" build/$t
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$O/$t.log" | tail -n 1)
     if [ $rc -eq 0 ] && [ -n "$line" ]; then row $t PASS $secs "$line"
@@ -123,6 +126,8 @@ echo "==== make gpu-check: $((nfail)) failed, ${total}s on ${gpu:-no GPU} ===="
 printf '%s' "$TABLE"
 if [ "$PARTS" = "$ALL" ] && [ $nfail -eq 0 ]; then
   python3 tests/gpu_stamp.py write "$O/gpu-check-table.md" "${gpu:-unknown}" && [ -n "$R" ] && cp tests/gpu-verified.txt "$R/"
+elif [ $nfail -eq 0 ]; then
+  python3 tests/gpu_stamp.py part "$O/gpu-check-table.md" "${gpu:-unknown}" "$O/gpu-check-part.txt" && [ -n "$R" ] && cp "$O/gpu-check-part.txt" "$R/"
 fi
 if [ -n "$R" ]; then cp "$O/gpu-check-table.md" "$R/"; tar czf "$R/gpu-check-logs.tgz" -C build gpu-check; fi
 [ $nfail -eq 0 ]

@@ -3,7 +3,7 @@
 #   tests     build, make test-gpu, compute-sanitizer memcheck / racecheck / synccheck
 #   demo      make demo
 #   bench     make bench (and the GEMM / streaming benchmarks where built)
-#   dit       the diffusion demo's checks (tests/dit_checks.sh): selftest, parity with PyTorch,
+#   dit       the diffusion demo's checks (tests/dit_checks.sh): selftest (build/test_dit_selftest), parity with PyTorch,
 #             classifier quality per storage format, streamed == resident; a table at the end
 #   bench-dit make bench-dit: a Flux-sized transformer streamed under 8 / 16 GiB and resident, per format
 #   dit-train train the demo's tiny DiT (tools/train_tiny_dit.py) from .data/fashion-mnist

@@ -4,6 +4,9 @@
   gpu_stamp.py hash                 the tree hash of the files that decide GPU behaviour
   gpu_stamp.py write TABLE GPU      write the stamp: that hash, the date, the GPU and TABLE's text
   gpu_stamp.py check [STAMP]        parse a stamp (format only) and say whether it is current
+  gpu_stamp.py part TABLE GPU OUT   a partial stamp of some parts (GPU_CHECK_PARTS) to OUT
+  gpu_stamp.py merge PART...        the stamp from partial stamps of this very tree that together
+                                    passed every part (a gpu-check too long for one device call)
   gpu_stamp.py selftest             the parser against good and malformed stamps ("N passed, N failed")
 
 The hash is git's tree hash (the object format of `git write-tree`) of exactly lwo.h,
@@ -115,9 +118,12 @@ def parse(text):
     return fields, rows
 
 
-def write(table_path, gpu):
-    with open(table_path) as f:
-        table = f.read().strip("\n")
+# every row a whole gpu-check has (tests/gpu_check.sh); merged partial stamps must cover them all
+ROWS = ("build test_gpu test_gpu_gemm test_gpu_graphs test_gpu_stream test_gpu_safetensors test_gpu_plan "
+        "test_dit_selftest memcheck racecheck demo bench-dit bench bench-gemm bench-stream").split()
+
+
+def stamp_text(table, gpu):
     rows = [l for l in table.splitlines() if l.startswith("|")]
     ok = all(("| PASS |" in l) for l in rows if not re.match(r"^\|\s*(part|-)", l))
     text = ("# lwo GPU verification stamp: written by `make gpu-check` (tests/gpu_check.sh) on a GPU machine.\n"
@@ -126,10 +132,42 @@ def write(table_path, gpu):
                 tree_hash(), " ".join(p + ("/" if p in ("examples", "tests") else "") for p in PATHS),
                 datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), gpu.strip() or "unknown",
                 "PASS" if ok and rows else "FAIL", table))
-    fields, rows = parse(text)   # never write a stamp the checker would reject
-    with open(os.path.join(ROOT, STAMP), "w") as f:
+    parse(text)   # never write a stamp the checker would reject
+    return text
+
+
+def write(table_path, gpu, out=None):
+    with open(table_path) as f:
+        text = stamp_text(f.read().strip("\n"), gpu)
+    with open(out or os.path.join(ROOT, STAMP), "w") as f:
         f.write(text)
-    return fields
+    return parse(text)[0]
+
+
+def merge(paths, out=None):
+    """Writes the stamp from partial stamps; raises ValueError when they do not prove the tree green."""
+    now, gpu, got = tree_hash(), None, {}
+    for p in paths:
+        with open(p) as f:
+            fields, rows = parse(f.read())
+        if fields["tree"] != now:
+            raise ValueError("%s ran tree %s, this tree is %s" % (p, fields["tree"], now))
+        if gpu is not None and fields["gpu"] != gpu:
+            raise ValueError("%s ran on %s, another part on %s" % (p, fields["gpu"], gpu))
+        gpu = fields["gpu"]
+        for r in rows:
+            if r[1] != "PASS":
+                raise ValueError("%s: part %s failed" % (p, r[0]))
+            got[r[0]] = r
+    missing = [r for r in ROWS if r not in got]
+    if missing:
+        raise ValueError("no passing run of: %s" % " ".join(missing))
+    table = "| part | result | seconds | headline |\n| --- | --- | --- | --- |\n" + "\n".join(
+        "| " + " | ".join(got[r]) + " |" for r in ROWS)
+    text = stamp_text(table, gpu)
+    with open(out or os.path.join(ROOT, STAMP), "w") as f:
+        f.write(text)
+    return parse(text)[0]
 
 
 def check(path):
@@ -194,6 +232,36 @@ def selftest():
                     failed += 1
     except (OSError, subprocess.CalledProcessError):
         print("  (no git checkout: the comparison with git's hash is skipped)")
+    # merging partial stamps: all rows of this tree pass; a missing row, a failed row or another tree refuse
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        def part(name, rows, tree=None):
+            table = "| part | result | seconds | headline |\n| --- | --- | --- | --- |\n" + "\n".join(
+                "| %s | %s | 1 | x |" % (r, res) for r, res in rows)
+            path = os.path.join(d, name)
+            write_text = stamp_text(table, "NVIDIA H200")
+            if tree:
+                write_text = write_text.replace(tree_hash(), tree)
+            with open(path, "w") as f:
+                f.write(write_text)
+            return path
+        half = len(ROWS) // 2
+        a = part("a", [(r, "PASS") for r in ROWS[:half]])
+        b = part("b", [(r, "PASS") for r in ROWS[half:]])
+        cases = [("two halves", [a, b], True), ("one half", [a], False),
+                 ("a failed row", [a, part("c", [(r, "PASS") for r in ROWS[half:-1]] + [(ROWS[-1], "FAIL")])], False),
+                 ("another tree", [a, part("t", [(r, "PASS") for r in ROWS[half:]], "1" * 40)], False),
+                 ("a failure overridden by a later pass", [part("f", [(ROWS[0], "FAIL")]), a, b], False)]
+        for name, paths, want in cases:
+            try:
+                f = merge(paths, os.path.join(d, "stamp"))
+                ok = want and f["result"] == "PASS" and len(parse(open(os.path.join(d, "stamp")).read())[1]) == len(ROWS)
+            except ValueError:
+                ok = not want
+            passed += ok
+            failed += not ok
+            if not ok:
+                print("FAIL merge of %s: %s" % (name, "refused" if want else "accepted"))
     if os.path.exists(os.path.join(ROOT, STAMP)):
         try:
             check(os.path.join(ROOT, STAMP))
@@ -213,6 +281,18 @@ def main(argv):
         f = write(argv[2], argv[3])
         print("stamp %s: %s, tree %s" % (STAMP, f["result"], f["tree"]))
         return 0 if f["result"] == "PASS" else 1
+    if len(argv) == 5 and argv[1] == "part":
+        f = write(argv[2], argv[3], argv[4])
+        print("partial stamp %s: %s, tree %s" % (argv[4], f["result"], f["tree"]))
+        return 0 if f["result"] == "PASS" else 1
+    if len(argv) >= 3 and argv[1] == "merge":
+        try:
+            f = merge(argv[2:])
+        except (ValueError, OSError) as e:
+            print("merge: %s" % e)
+            return 1
+        print("stamp %s: %s, tree %s, from %d partial runs" % (STAMP, f["result"], f["tree"], len(argv) - 2))
+        return 0
     if len(argv) in (2, 3) and argv[1] == "check":
         try:
             check(argv[2] if len(argv) == 3 else os.path.join(ROOT, STAMP))

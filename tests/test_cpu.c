@@ -143,7 +143,6 @@ static void test_half_formats(void) {
     CHECK(lwo_ref_f32_to_f16(65519.0f) == 0x7bff, "65519 rounds to the f16 max");
 }
 
-/* ---- quantizer references ------------------------------------------------------------------ */
 static void test_quantize_int8_rows(void) {
     enum { R = 37, K = 75, KQ = 96 };
     static float w[R * K], smooth[K], scales[R];
@@ -156,7 +155,7 @@ static void test_quantize_int8_rows(void) {
     w[5 * K + 11] = 1e20f;                                   /* an outlier */
     for (k = 0; k < K; k++) smooth[k] = (float)(0.5 + check_rand_uniform());
     memset(q, 0x55, sizeof q);
-    CHECK_EQ_INT(lwo_ref_quantize_int8_rows(w, LWO_DTYPE_F32, R, K, NULL, q, KQ, scales), LWO_SUCCESS);
+    CHECK_EQ_INT(check_ref_quantize_int8_rows(w, LWO_DTYPE_F32, R, K, NULL, q, KQ, scales), LWO_SUCCESS);
     for (r = 0; r < R; r++) {
         float m = 0.0f;
         for (k = 0; k < K; k++) m = fabsf(w[r * K + k]) > m ? fabsf(w[r * K + k]) : m;
@@ -173,14 +172,14 @@ static void test_quantize_int8_rows(void) {
     CHECK(scales[3] == 1.0f, "zero row gives scale 1, got %g", scales[3]);
     CHECK(q[5 * KQ + 11] == 127, "the outlier maps to 127");
     /* smoothing divides first */
-    CHECK_EQ_INT(lwo_ref_quantize_int8_rows(w, LWO_DTYPE_F32, R, K, smooth, q, KQ, scales), LWO_SUCCESS);
+    CHECK_EQ_INT(check_ref_quantize_int8_rows(w, LWO_DTYPE_F32, R, K, smooth, q, KQ, scales), LWO_SUCCESS);
     {
         float m = 0.0f;
         for (k = 0; k < K; k++) { float v = fabsf(w[K + k] / smooth[k]); m = v > m ? v : m; }
         CHECK(scales[1] == m / 127.0f, "smoothed scale");
     }
-    CHECK_EQ_INT(lwo_ref_quantize_int8_rows(w, LWO_DTYPE_F32, R, K, NULL, q, K - 1, scales), LWO_ERROR_INVALID_ARGUMENT);
-    CHECK_EQ_INT(lwo_ref_quantize_int8_rows(w, LWO_DTYPE_I8, R, K, NULL, q, KQ, scales), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(check_ref_quantize_int8_rows(w, LWO_DTYPE_F32, R, K, NULL, q, K - 1, scales), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(check_ref_quantize_int8_rows(w, LWO_DTYPE_I8, R, K, NULL, q, KQ, scales), LWO_ERROR_INVALID_ARGUMENT);
 }
 
 static void test_quantize_fp8_ref(void) {
@@ -196,7 +195,7 @@ static void test_quantize_fp8_ref(void) {
         for (i = 0; i < N; i++) m = fabsf(lwo_ref_bf16_to_f32(x[i])) > m ? fabsf(lwo_ref_bf16_to_f32(x[i])) : m;
         s = lwo_ref_fp8_scale(x, LWO_DTYPE_BF16, N, t);
         CHECK(s == m / fmax, "fp8 scale is absmax / max");
-        CHECK_EQ_INT(lwo_ref_quantize_fp8(x, LWO_DTYPE_BF16, q, t, N, s), LWO_SUCCESS);
+        CHECK_EQ_INT(check_ref_quantize_fp8(x, LWO_DTYPE_BF16, q, t, N, s), LWO_SUCCESS);
         for (i = 0; i < N; i++) {
             float v = lwo_ref_bf16_to_f32(x[i]) * (1.0f / s);
             if (q[i] != lwo_ref_f32_to_fp8(v, t)) bad++;
@@ -377,7 +376,7 @@ static void test_desc_defaults(void) {
 #else
     CHECK(strcmp(ctx.driver_path, "libcuda.so.1") == 0, "%s", ctx.driver_path);
 #endif
-    CHECK(ctx.desc.log_level == LWO_LOG_WARN, "default log level");
+    CHECK(ctx.desc.log_level == LWO_LOG_PROGRESS, "default log level: warnings and progress");
     free(ctx.cache_dir); free(ctx.driver_path);
     check_unsetenv("LWO_CACHE_DIR");
 #ifdef _WIN32

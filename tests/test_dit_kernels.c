@@ -3,7 +3,7 @@
    needed. On the tensor-core archs ptxas's report of the flash-attention kernels must show no
    stack frame and no spills: their accumulators, scores and Q fragments are meant to live in
    registers, and a spill would put local memory in the loop over key tiles. The kernels' results
-   are checked on the GPU by `diffuse --selftest`. */
+   are checked on the GPU by tests/test_dit_selftest.c. */
 #define LWO_IMPLEMENTATION
 #include "../lwo.h"
 #include "../examples/dit_common.h"

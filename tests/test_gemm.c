@@ -13,6 +13,7 @@ static double rel_l2(const float *a, const double *b, size_t n) {
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+
 static void test_ref_int8(uint64_t M, uint64_t N, uint64_t K) {
     uint64_t ld = K + 5, m, n, k;
     int8_t *qx = (int8_t *)calloc(M * ld, 1), *qw = (int8_t *)calloc(N * ld, 1);
@@ -23,7 +24,7 @@ static void test_ref_int8(uint64_t M, uint64_t N, uint64_t K) {
     for (m = 0; m < N * ld; m++) qw[m] = (int8_t)((int)(check_rand_u64() % 255) - 127);
     for (m = 0; m < M; m++) sx[m] = (float)(0.001 + check_rand_uniform() * 0.01);
     for (n = 0; n < N; n++) { sw[n] = (float)(0.001 + check_rand_uniform() * 0.01); bias[n] = (float)check_rand_normal(); }
-    CHECK(lwo_ref_linear(qx, LWO_DTYPE_I8, ld, qw, LWO_DTYPE_I8, ld, M, N, K, sx, sw, bias, y, LWO_DTYPE_F32) == LWO_SUCCESS, "ref int8");
+    CHECK(check_ref_linear(qx, LWO_DTYPE_I8, ld, qw, LWO_DTYPE_I8, ld, M, N, K, sx, sw, bias, y, LWO_DTYPE_F32) == LWO_SUCCESS, "ref int8");
     for (m = 0; m < M; m++)
         for (n = 0; n < N; n++) {
             long long acc = 0;
@@ -50,7 +51,7 @@ static void test_ref_float(lwo_dtype xt, lwo_dtype wt, lwo_dtype yt, uint64_t M,
     for (i = 0; i < N * K; i++) lwo_ref_store(w, wt, i, (float)check_rand_normal());
     for (m = 0; m < M; m++) sx[m] = (float)(0.5 + check_rand_uniform());
     for (n = 0; n < N; n++) { sw[n] = (float)(0.5 + check_rand_uniform()); bias[n] = (float)check_rand_normal(); }
-    CHECK(lwo_ref_linear(x, xt, K, w, wt, K, M, N, K, with_scales ? sx : NULL, with_scales ? sw : NULL, bias, y, yt) == LWO_SUCCESS, "ref float");
+    CHECK(check_ref_linear(x, xt, K, w, wt, K, M, N, K, with_scales ? sx : NULL, with_scales ? sw : NULL, bias, y, yt) == LWO_SUCCESS, "ref float");
     for (m = 0; m < M; m++)
         for (n = 0; n < N; n++) {
             double acc = 0;
@@ -73,7 +74,7 @@ static void test_fp8_rows(void) {
     for (k = 0; k < R * K; k += 9) x[k] = 0; /* some zeros */
     for (k = 0; k < K; k++) x[3 * K + k] = 0; /* one zero row */
     for (k = 0; k < K; k++) sm[k] = (float)(0.5 + check_rand_uniform());
-    CHECK(lwo_ref_quantize_fp8_rows(x, LWO_DTYPE_F32, R, K, sm, q, kq, scales) == LWO_SUCCESS, "fp8 rows");
+    CHECK(check_ref_quantize_fp8_rows(x, LWO_DTYPE_F32, R, K, sm, q, kq, scales) == LWO_SUCCESS, "fp8 rows");
     CHECK(scales[3] == 1.0f, "zero row scale %g", (double)scales[3]);
     for (r = 0; r < R; r++) {
         float amax = 0;
@@ -199,8 +200,8 @@ static void test_prep_rows(lwo_dtype xt, uint64_t M, uint64_t N, uint64_t K, int
     rand_perm(perm, K);
     for (i = 0; i < M * kq; i++) xp[i] = NAN;
     for (i = 0; i < N * kq; i++) wp[i] = NAN;
-    CHECK_EQ_INT(lwo_ref_prep_rows(x, xt, M, K, with_perm ? perm : NULL, with_smooth ? sm : NULL, 0, hadamard, xp, kq), LWO_SUCCESS);
-    CHECK_EQ_INT(lwo_ref_prep_rows(w, xt, N, K, with_perm ? perm : NULL, with_smooth ? sm : NULL, 1, hadamard, wp, kq), LWO_SUCCESS);
+    CHECK_EQ_INT(check_ref_prep_rows(x, xt, M, K, with_perm ? perm : NULL, with_smooth ? sm : NULL, 0, hadamard, xp, kq), LWO_SUCCESS);
+    CHECK_EQ_INT(check_ref_prep_rows(w, xt, N, K, with_perm ? perm : NULL, with_smooth ? sm : NULL, 1, hadamard, wp, kq), LWO_SUCCESS);
     /* the activations' transform, densely: u = permuted and smoothed row, then sum_j H[i][j] u[j] */
     for (m = 0; m < M; m++) {
         for (j = 0; j < kq; j++) u[j] = 0;
@@ -258,19 +259,19 @@ static void test_prep_plain_and_errors(void) {
         lwo_dtype st = (t & 2) ? LWO_DTYPE_BF16 : LWO_DTYPE_F32;
         const float *s = (t & 1) ? sm : NULL;
         memset(q1, 0x5a, sizeof q1); memset(q2, 0x33, sizeof q2); memset(f1, 0x5a, sizeof f1); memset(f2, 0x33, sizeof f2);
-        CHECK_EQ_INT(lwo_ref_prep_rows(src, st, R, K, NULL, s, 0, 0, xp, KQ), LWO_SUCCESS);
-        lwo_ref_quantize_int8_rows(xp, LWO_DTYPE_F32, R, KQ, NULL, q1, KQ, s1);
-        lwo_ref_quantize_int8_rows(src, st, R, K, s, q2, KQ, s2);
+        CHECK_EQ_INT(check_ref_prep_rows(src, st, R, K, NULL, s, 0, 0, xp, KQ), LWO_SUCCESS);
+        check_ref_quantize_int8_rows(xp, LWO_DTYPE_F32, R, KQ, NULL, q1, KQ, s1);
+        check_ref_quantize_int8_rows(src, st, R, K, s, q2, KQ, s2);
         CHECK(memcmp(q1, q2, sizeof q1) == 0 && memcmp(s1, s2, sizeof s1) == 0, "int8: prep without perm/rotation is not the plain quantizer (%s, smooth %d)", lwo_dtype_name(st), t & 1);
-        lwo_ref_quantize_fp8_rows(xp, LWO_DTYPE_F32, R, KQ, NULL, f1, KQ, s1);
-        lwo_ref_quantize_fp8_rows(src, st, R, K, s, f2, KQ, s2);
+        check_ref_quantize_fp8_rows(xp, LWO_DTYPE_F32, R, KQ, NULL, f1, KQ, s1);
+        check_ref_quantize_fp8_rows(src, st, R, K, s, f2, KQ, s2);
         CHECK(memcmp(f1, f2, sizeof f1) == 0 && memcmp(s1, s2, sizeof s1) == 0, "e4m3: prep without perm/rotation is not the plain quantizer (%s, smooth %d)", lwo_dtype_name(st), t & 1);
     }
     /* a permutation alone permutes the codes: int8 q[:, j] = q_plain[:, perm[j]], same scales */
     rand_perm(perm, K);
-    lwo_ref_prep_rows(x, LWO_DTYPE_F32, R, K, perm, sm, 0, 0, xp, KQ);
-    lwo_ref_quantize_int8_rows(xp, LWO_DTYPE_F32, R, KQ, NULL, q1, KQ, s1);
-    lwo_ref_quantize_int8_rows(x, LWO_DTYPE_F32, R, K, sm, q2, KQ, s2);
+    check_ref_prep_rows(x, LWO_DTYPE_F32, R, K, perm, sm, 0, 0, xp, KQ);
+    check_ref_quantize_int8_rows(xp, LWO_DTYPE_F32, R, KQ, NULL, q1, KQ, s1);
+    check_ref_quantize_int8_rows(x, LWO_DTYPE_F32, R, K, sm, q2, KQ, s2);
     {
         int bad = memcmp(s1, s2, sizeof s1) != 0;
         uint64_t r, j;
@@ -278,22 +279,22 @@ static void test_prep_plain_and_errors(void) {
         CHECK(bad == 0, "a permutation alone does not permute the int8 codes (%d)", bad);
     }
     /* arguments */
-    CHECK_EQ_INT(lwo_ref_prep_rows(NULL, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
-    CHECK_EQ_INT(lwo_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 0, NULL, KQ), LWO_ERROR_INVALID_ARGUMENT);
-    CHECK_EQ_INT(lwo_ref_prep_rows(x, LWO_DTYPE_I8, R, K, NULL, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
-    CHECK_EQ_INT(lwo_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 3, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
-    CHECK_EQ_INT(lwo_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 1, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
-    CHECK_EQ_INT(lwo_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 512, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
-    CHECK_EQ_INT(lwo_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, -4, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
-    CHECK_EQ_INT(lwo_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 128, xp, KQ), LWO_SUCCESS);     /* 77 -> 128 */
-    CHECK_EQ_INT(lwo_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 256, xp, KQ), LWO_ERROR_INVALID_ARGUMENT); /* 77 -> 256 > kq */
-    CHECK_EQ_INT(lwo_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 0, xp, K - 1), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(check_ref_prep_rows(NULL, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(check_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 0, NULL, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(check_ref_prep_rows(x, LWO_DTYPE_I8, R, K, NULL, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(check_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 3, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(check_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 1, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(check_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 512, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(check_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, -4, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(check_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 128, xp, KQ), LWO_SUCCESS);     /* 77 -> 128 */
+    CHECK_EQ_INT(check_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 256, xp, KQ), LWO_ERROR_INVALID_ARGUMENT); /* 77 -> 256 > kq */
+    CHECK_EQ_INT(check_ref_prep_rows(x, LWO_DTYPE_F32, R, K, NULL, NULL, 0, 0, xp, K - 1), LWO_ERROR_INVALID_ARGUMENT);
     perm[5] = perm[6];
-    CHECK_EQ_INT(lwo_ref_prep_rows(x, LWO_DTYPE_F32, R, K, perm, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(check_ref_prep_rows(x, LWO_DTYPE_F32, R, K, perm, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
     rand_perm(perm, K); perm[3] = (int32_t)K;
-    CHECK_EQ_INT(lwo_ref_prep_rows(x, LWO_DTYPE_F32, R, K, perm, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(check_ref_prep_rows(x, LWO_DTYPE_F32, R, K, perm, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
     perm[3] = -1;
-    CHECK_EQ_INT(lwo_ref_prep_rows(x, LWO_DTYPE_F32, R, K, perm, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(check_ref_prep_rows(x, LWO_DTYPE_F32, R, K, perm, NULL, 0, 0, xp, KQ), LWO_ERROR_INVALID_ARGUMENT);
     free(x); free(xp); free(xb);
 }
 
@@ -316,10 +317,17 @@ static void test_validation(void) {
     d.rows = 3; d.cols = 4; d.data = data;
     CHECK_EQ_INT(lwo_weight_create(ctx, &d, &w), LWO_ERROR_INVALID_ARGUMENT);
     CHECK_EQ_INT(lwo_weight_create(NULL, &d, &w), LWO_ERROR_INVALID_ARGUMENT);
-    CHECK_EQ_INT(lwo_linear(ctx, NULL, NULL, NULL, NULL, NULL), LWO_ERROR_INVALID_ARGUMENT);
-    CHECK_EQ_INT(lwo_linear(NULL, NULL, NULL, NULL, NULL, NULL), LWO_ERROR_INVALID_ARGUMENT);
+    {
+        lwo_linear_desc ld;
+        memset(&ld, 0, sizeof ld);   /* no x, w or y */
+        CHECK_EQ_INT(lwo_linear(ctx, &ld), LWO_ERROR_INVALID_ARGUMENT);
+        CHECK_EQ_INT(lwo_linear(ctx, NULL), LWO_ERROR_INVALID_ARGUMENT);
+        CHECK_EQ_INT(lwo_linear(NULL, &ld), LWO_ERROR_INVALID_ARGUMENT);
+    }
     lwo_weight_destroy(ctx, NULL);
-    /* the host-side validation, driven directly */
+    /* the host-side validation, driven directly: it judges a desc whose format lwo_weight_create
+       has resolved (KEEP never reaches it; f32 data's KEEP is BF16) */
+    d.format = LWO_FORMAT_BF16;
     CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_SUCCESS);
     CHECK_EQ_INT(lwo__weight_validate(ctx, NULL, 90), LWO_ERROR_INVALID_ARGUMENT);
     d.rows = 0; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_ERROR_INVALID_ARGUMENT);
@@ -388,6 +396,18 @@ static void test_validation(void) {
         d.perm = NULL; d.hadamard = 16; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_ERROR_INVALID_ARGUMENT);
         d.format = LWO_FORMAT_FP8_E4M3_W8A8; d.data_dtype = LWO_DTYPE_F8_E4M3; CHECK_EQ_INT(lwo__weight_validate(ctx, &d, 90), LWO_ERROR_INVALID_ARGUMENT);
         CHECK(strstr(lwo_last_error(ctx), "desc.hadamard needs f32, f16 or bf16 data") != NULL, "detail: %s", lwo_last_error(ctx));
+    }
+    /* a zero format is KEEP: the data's own format (f32 -> BF16); F32 is no weight's format */
+    {
+        lwo_weight_desc k, e;
+        memset(&k, 0, sizeof k);
+        k.rows = 3; k.cols = 4; k.data = data;
+        e = k; e.format = LWO_FORMAT_BF16;
+        CHECK(lwo_weight_device_bytes(&k) != 0 && lwo_weight_device_bytes(&k) == lwo_weight_device_bytes(&e), "KEEP of f32 data is BF16");
+        k.data_dtype = e.data_dtype = LWO_DTYPE_F8_E5M2; e.format = LWO_FORMAT_FP8_E5M2;
+        CHECK(lwo_weight_device_bytes(&k) != 0 && lwo_weight_device_bytes(&k) == lwo_weight_device_bytes(&e), "KEEP of f8_e5m2 data is FP8_E5M2");
+        k.data_dtype = LWO_DTYPE_F32; k.format = LWO_FORMAT_F32;
+        CHECK_EQ_INT(lwo_weight_device_bytes(&k), 0);
     }
     lwo_destroy(ctx);
 }
@@ -509,8 +529,8 @@ int main(void) {
     test_prep_plain_and_errors();
     {
         float a = 1;
-        CHECK_EQ_INT(lwo_ref_linear(NULL, LWO_DTYPE_I8, 1, &a, LWO_DTYPE_I8, 1, 1, 1, 1, NULL, NULL, NULL, &a, LWO_DTYPE_F32), LWO_ERROR_INVALID_ARGUMENT);
-        CHECK_EQ_INT(lwo_ref_linear(&a, LWO_DTYPE_I8, 1, &a, LWO_DTYPE_BF16, 1, 1, 1, 1, NULL, NULL, NULL, &a, LWO_DTYPE_F32), LWO_ERROR_INVALID_ARGUMENT);
+        CHECK_EQ_INT(check_ref_linear(NULL, LWO_DTYPE_I8, 1, &a, LWO_DTYPE_I8, 1, 1, 1, 1, NULL, NULL, NULL, &a, LWO_DTYPE_F32), LWO_ERROR_INVALID_ARGUMENT);
+        CHECK_EQ_INT(check_ref_linear(&a, LWO_DTYPE_I8, 1, &a, LWO_DTYPE_BF16, 1, 1, 1, 1, NULL, NULL, NULL, &a, LWO_DTYPE_F32), LWO_ERROR_INVALID_ARGUMENT);
     }
     test_validation();
     return CHECK_SUMMARY();

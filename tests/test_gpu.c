@@ -36,6 +36,29 @@ static void fill_random(void *p, lwo_dtype t, uint64_t n, int specials) {
     }
 }
 
+/* The context's startup times and arena use (lwo_context_get_info). */
+static lwo_startup_times startup_times(lwo_context *c) {
+    lwo_context_info ci;
+    memset(&ci, 0, sizeof ci);
+    lwo_context_get_info(c, &ci);
+    return ci.startup;
+}
+
+/* lwo_quantize per tensor (fp8, one scale) and per row (the W8A8 quantizer, smooth optional). */
+static lwo_result quantize_fp8(lwo_tensor *src, lwo_tensor *dst, lwo_tensor *scale, int compute) {
+    lwo_quantize_desc qd;
+    memset(&qd, 0, sizeof qd);
+    qd.src = src; qd.dst = dst; qd.scales = scale; qd.compute_scale = compute;
+    return lwo_quantize(ctx, &qd);
+}
+static lwo_result quantize_rows(lwo_tensor *src, lwo_tensor *smooth, lwo_tensor *dst, lwo_tensor *scales) {
+    lwo_quantize_desc qd;
+    memset(&qd, 0, sizeof qd);
+    qd.src = src; qd.dst = dst; qd.scales = scales; qd.per_row = 1; qd.smooth = smooth;
+    return lwo_quantize(ctx, &qd);
+}
+
+
 static int bits_equal(const void *a, const void *b, lwo_dtype t, uint64_t n, uint64_t *first_bad) {
     uint64_t i;
     size_t es = lwo_dtype_size(t);
@@ -68,13 +91,13 @@ static void test_starts(void) {
     r = lwo_create(&d, &c);
     CHECK(r == LWO_SUCCESS, "cold create: %s", lwo_last_error(c));
     if (r) { lwo_destroy(c); return; }
-    lwo_startup_times_get(c, &t1);
+    t1 = startup_times(c);
     CHECK(!t1.module_from_cache, "the first start compiles");
     lwo_destroy(c);
     c = NULL;
     r = lwo_create(&d, &c);
     CHECK(r == LWO_SUCCESS, "warm create: %s", lwo_last_error(c));
-    lwo_startup_times_get(c, &t2);
+    t2 = startup_times(c);
     CHECK(t2.module_from_cache, "the second start loads the cubin from the cache");
     CHECK(c->nvrtc.lib == NULL, "a warm start does not load NVRTC at all");
     lwo_destroy(c);
@@ -93,7 +116,7 @@ static void test_starts(void) {
     c = NULL;
     r = lwo_create(&d, &c);
     CHECK(r == LWO_SUCCESS, "create after corruption: %s", lwo_last_error(c));
-    lwo_startup_times_get(c, &t3);
+    t3 = startup_times(c);
     CHECK(!t3.module_from_cache, "a truncated cache file is not loaded");
     lwo_destroy(c);
 }
@@ -155,20 +178,20 @@ static void test_quantize_fp8(void) {
                 ts = mk(st, n, 0); tq = mk(qt, n, 0); sc = mk(LWO_DTYPE_F32, 1, 0);
                 lwo_tensor_upload(ctx, ts, hs, n * lwo_dtype_size(st));
                 lwo_tensor_fill_bytes(ctx, NULL, tq, 0xff);
-                CHECK(lwo_quantize_fp8(ctx, NULL, ts, tq, sc, 1) == LWO_SUCCESS, "quantize_fp8: %s", lwo_last_error(ctx));
+                CHECK(quantize_fp8(ts, tq, sc, 1) == LWO_SUCCESS, "quantize_fp8: %s", lwo_last_error(ctx));
                 lwo_tensor_download(ctx, sc, &s_gpu, 4);
                 lwo_tensor_download(ctx, tq, hq, n);
                 s_cpu = lwo_ref_fp8_scale(hs, st, n, qt);
-                lwo_ref_quantize_fp8(hs, st, (uint8_t *)ref, qt, n, s_cpu);
+                check_ref_quantize_fp8(hs, st, (uint8_t *)ref, qt, n, s_cpu);
                 CHECK(memcmp(&s_gpu, &s_cpu, 4) == 0, "%s->%s n=%llu: scale %g, CPU %g", lwo_dtype_name(st), lwo_dtype_name(qt), (unsigned long long)n, s_gpu, s_cpu);
                 CHECK(bits_equal(hq, ref, qt, n, &bad), "%s->%s n=%llu: code %llu is 0x%02x, CPU 0x%02x", lwo_dtype_name(st), lwo_dtype_name(qt),
                       (unsigned long long)n, (unsigned long long)bad, hq[bad], ((uint8_t *)ref)[bad]);
                 /* a given scale is read, not recomputed */
                 s_cpu = 0.125f;
                 lwo_tensor_upload(ctx, sc, &s_cpu, 4);
-                lwo_quantize_fp8(ctx, NULL, ts, tq, sc, 0);
+                quantize_fp8(ts, tq, sc, 0);
                 lwo_tensor_download(ctx, tq, hq, n);
-                lwo_ref_quantize_fp8(hs, st, (uint8_t *)ref, qt, n, 0.125f);
+                check_ref_quantize_fp8(hs, st, (uint8_t *)ref, qt, n, 0.125f);
                 CHECK(bits_equal(hq, ref, qt, n, &bad), "given scale: code %llu differs", (unsigned long long)bad);
                 lwo_tensor_destroy(ctx, ts); lwo_tensor_destroy(ctx, tq); lwo_tensor_destroy(ctx, sc);
                 free(hs); free(hq); free(ref);
@@ -198,11 +221,11 @@ static void test_quantize_rows(void) {
                 lwo_tensor_upload(ctx, tsm, sm, K * 4);
                 lwo_tensor_fill_bytes(ctx, NULL, tq, 0x5a);
                 lwo_tensor_fill_bytes(ctx, NULL, ts, 0xff);
-                r = with_smooth ? lwo_quantize_act_int8(ctx, NULL, tx, tsm, tq, ts) : lwo_quantize_int8_rows(ctx, NULL, tx, tq, ts);
+                r = quantize_rows(tx, with_smooth ? tsm : NULL, tq, ts);
                 CHECK(r == LWO_SUCCESS, "quantize rows: %s", lwo_last_error(ctx));
                 lwo_tensor_download(ctx, tq, hq, R * KQ);
                 lwo_tensor_download(ctx, ts, hs, R * 4);
-                lwo_ref_quantize_int8_rows(hx, st, R, K, with_smooth ? sm : NULL, rq, KQ, rs);
+                check_ref_quantize_rows(hx, st, R, K, with_smooth ? sm : NULL, rq, LWO_DTYPE_I8, KQ, rs);
                 CHECK(memcmp(hs, rs, R * 4) == 0, "%s [%llu,%llu] smooth=%d: scales differ", lwo_dtype_name(st), (unsigned long long)R, (unsigned long long)K, with_smooth);
                 CHECK(bits_equal(hq, rq, LWO_DTYPE_I8, R * KQ, &bad), "%s [%llu,%llu->%llu] smooth=%d: q[%llu] = %d, CPU %d", lwo_dtype_name(st), (unsigned long long)R,
                       (unsigned long long)K, (unsigned long long)KQ, with_smooth, (unsigned long long)bad, hq[bad], rq[bad]);
@@ -265,9 +288,14 @@ static void test_quantize_prep(void) {
                 CHECK(r == LWO_SUCCESS, "rowq launch: %s", lwo_last_error(ctx));
                 lwo_tensor_download(ctx, tq, hq, R * KQ);
                 lwo_tensor_download(ctx, ts, hs, R * 4);
-                lwo_ref_prep_rows((char *)hx + xoff * es, st, R, K, use_perm ? perm : NULL, use_smooth ? sm : NULL, smul, (int)shapes[k][2], prep, KQ);
-                if (fp8) lwo_ref_quantize_fp8_rows(prep, LWO_DTYPE_F32, R, KQ, NULL, rq, KQ, rs);
-                else lwo_ref_quantize_int8_rows(prep, LWO_DTYPE_F32, R, KQ, NULL, (int8_t *)rq, KQ, rs);
+                {
+                    lwo_ref_prep_desc pd;
+                    memset(&pd, 0, sizeof pd);
+                    pd.x = (char *)hx + xoff * es; pd.x_dtype = st; pd.rows = R; pd.cols = K; pd.perm = use_perm ? perm : NULL;
+                    pd.smooth = use_smooth ? sm : NULL; pd.weight = smul; pd.hadamard = (int)shapes[k][2]; pd.out = prep; pd.out_cols = KQ;
+                    lwo_ref_prep_rows(&pd);
+                }
+                check_ref_quantize_rows(prep, LWO_DTYPE_F32, R, KQ, NULL, rq, fp8 ? LWO_DTYPE_F8_E4M3 : LWO_DTYPE_I8, KQ, rs);
                 for (i = 0; i < R * KQ && !bad; i++) if (hq[i] != rq[i]) bad = i + 1;
                 CHECK(memcmp(hs, rs, R * 4) == 0, "%s [%llu,%llu] b=%d perm=%d smooth=%d smul=%d %s: scales differ (%g, CPU %g)", lwo_dtype_name(st),
                       (unsigned long long)R, (unsigned long long)K, (int)shapes[k][2], use_perm, use_smooth, smul, fp8 ? "e4m3" : "i8", (double)hs[0], (double)rs[0]);
@@ -289,11 +317,11 @@ static void test_user_module_streams_events(void) {
     lwo_tensor *t = mk(LWO_DTYPE_F32, 1000, 0);
     float h[1000], k = 2.5f, ms = -1;
     unsigned long long n = 1000;
-    unsigned grid[3] = { 4, 1, 1 }, block[3] = { 256, 1, 1 };
+    lwo_launch_desc ld;
     void *args[3];
     uint64_t p = lwo_tensor_device_ptr(t);
     int i, bad = 0;
-    lwo_result r = lwo_module_compile(ctx, src, "add.cu", NULL, &m);
+    lwo_result r = lwo_module_create(ctx, src, "add.cu", NULL, &m);
     CHECK(r == LWO_SUCCESS, "user module compiles: %s", lwo_last_error(ctx));
     for (i = 0; i < 1000; i++) h[i] = (float)i;
     lwo_tensor_upload(ctx, t, h, sizeof h);
@@ -302,7 +330,9 @@ static void test_user_module_streams_events(void) {
     lwo_event_record(ctx, e0, NULL);
     lwo_stream_wait_event(ctx, s, e0);
     args[0] = &p; args[1] = &n; args[2] = &k;
-    r = lwo_launch(ctx, s, m, "add_k", grid, block, 0, args);
+    memset(&ld, 0, sizeof ld);
+    ld.stream = s; ld.module = m; ld.kernel = "add_k"; ld.grid[0] = 4; ld.block[0] = 256; ld.args = args;
+    r = lwo_launch(ctx, &ld);
     CHECK(r == LWO_SUCCESS, "lwo_launch: %s", lwo_last_error(ctx));
     lwo_event_record(ctx, e1, s);
     lwo_event_synchronize(ctx, e1);
@@ -310,8 +340,9 @@ static void test_user_module_streams_events(void) {
     lwo_tensor_download(ctx, t, h, sizeof h);
     for (i = 0; i < 1000; i++) bad += h[i] != (float)i + 2.5f;
     CHECK(bad == 0, "%d elements wrong after the user's kernel", bad);
-    CHECK_EQ_INT(lwo_launch(ctx, s, m, "no_such_kernel", grid, block, 0, args), LWO_ERROR_NOT_FOUND);
-    CHECK_EQ_INT(lwo_module_compile(ctx, "this is not CUDA", "bad.cu", NULL, &m), LWO_ERROR_COMPILE);
+    ld.kernel = "no_such_kernel";
+    CHECK_EQ_INT(lwo_launch(ctx, &ld), LWO_ERROR_NOT_FOUND);
+    CHECK_EQ_INT(lwo_module_create(ctx, "this is not CUDA", "bad.cu", NULL, &m), LWO_ERROR_COMPILE);
     CHECK(strstr(lwo_last_error(ctx), "bad.cu") != NULL, "the compile error carries the log: %.200s", lwo_last_error(ctx));
     lwo_tensor_destroy(ctx, t);
 }
@@ -319,7 +350,7 @@ static void test_user_module_streams_events(void) {
 static void test_budget_and_validation(void) {
     lwo_desc d;
     lwo_context *other = NULL;
-    lwo_memory_stats ms;
+    lwo_context_info ci;
     lwo_tensor *a = NULL, *b = NULL, *big = NULL;
     uint64_t shape[2] = { 1024, 1024 };
     size_t fr0, fr1, tot;
@@ -334,8 +365,9 @@ static void test_budget_and_validation(void) {
     shape[0] = 8 * 1024;
     CHECK_EQ_INT(lwo_tensor_create(other, LWO_DTYPE_F32, 2, shape, &big), LWO_ERROR_OUT_OF_BUDGET);
     CHECK(strstr(lwo_last_error(other), "budget") != NULL, "%s", lwo_last_error(other));
-    lwo_memory_stats_get(other, &ms);
-    CHECK(ms.budget == 32ull << 20 && ms.in_use >= 4ull << 20 && ms.peak >= ms.in_use, "memory stats");
+    memset(&ci, 0, sizeof ci);
+    lwo_context_get_info(other, &ci);
+    CHECK(ci.memory.budget == 32ull << 20 && ci.memory.in_use >= 4ull << 20 && ci.memory.peak >= ci.memory.in_use, "memory stats");
     b = mk(LWO_DTYPE_F32, 16, 0);
     CHECK_EQ_INT(lwo_convert(other, NULL, a, b, 1.0f), LWO_ERROR_INVALID_ARGUMENT);
     CHECK(strstr(lwo_last_error(other), "another lwo_context") != NULL, "%s", lwo_last_error(other));
@@ -366,7 +398,8 @@ static void test_budget_and_validation(void) {
 int main(void) {
     lwo_desc d;
     lwo_result r;
-    lwo_device_info info;
+    lwo_context_info ci;
+    const lwo_device_info *info = &ci.device;
     quick = getenv("LWO_TEST_QUICK") != NULL;
     check_seed("test_gpu");
     memset(&d, 0, sizeof d);
@@ -375,9 +408,10 @@ int main(void) {
     r = lwo_create(&d, &ctx);
     CHECK(r == LWO_SUCCESS, "lwo_create: %s", lwo_last_error(ctx));
     if (r) { lwo_destroy(ctx); return CHECK_SUMMARY(); }
-    lwo_device_info_get(ctx, &info);
-    printf("  %s, cc %d.%d (%s), %d SMs, %.1f GiB, driver %d, NVRTC %d\n", info.name, info.cc_major, info.cc_minor, info.arch,
-           info.sm_count, info.total_memory / 1073741824.0, info.driver_version, info.nvrtc_version);
+    memset(&ci, 0, sizeof ci);
+    lwo_context_get_info(ctx, &ci);
+    printf("  %s, cc %d.%d (%s), %d SMs, %.1f GiB, driver %d, NVRTC %d\n", info->name, info->cc_major, info->cc_minor, info->arch,
+           info->sm_count, info->total_memory / 1073741824.0, info->driver_version, info->nvrtc_version);
     test_starts();
     test_convert();
     test_quantize_fp8();

@@ -15,10 +15,11 @@ static uint32_t ordered(const void *p, lwo_dtype t, uint64_t i) {
     { uint16_t h; memcpy(&h, (const char *)p + i * 2, 2); return (h & 0x8000u) ? 0x8000u - (h & 0x7fffu) : 0x8000u + h; }
 }
 
-static const char *fmt_name(lwo_format f) {
-    static const char *n[] = { "bf16", "f16", "fp8_e4m3", "fp8_e5m2", "int8", "fp8_w8a8" };
-    return n[f];
-}
+/* The weight formats, in the order the suites run them. */
+static const lwo_format formats[] = { LWO_FORMAT_BF16, LWO_FORMAT_F16, LWO_FORMAT_FP8_E4M3, LWO_FORMAT_FP8_E5M2, LWO_FORMAT_INT8,
+                                      LWO_FORMAT_FP8_E4M3_W8A8 };
+
+
 
 /* with_perm, hadamard (the W8A8 prep: a random permutation, the Hadamard block size or 0) and
    streamed (the weight placed STREAMED: lwo_linear reads it from the staging ring) extend the plain
@@ -27,6 +28,7 @@ static const char *fmt_name(lwo_format f) {
 static void run_case_ex(lwo_format fmt, lwo_dtype yt, int with_bias, int with_smooth, int with_perm, int hadamard, int streamed,
                         uint64_t M, uint64_t N, uint64_t K) {
     lwo_dtype xt = fmt == LWO_FORMAT_F16 ? LWO_DTYPE_F16 : LWO_DTYPE_BF16;
+    lwo_dtype qt = fmt == LWO_FORMAT_INT8 ? LWO_DTYPE_I8 : LWO_DTYPE_F8_E4M3;   /* W8A8: the codes */
     int w8a8 = fmt == LWO_FORMAT_INT8 || fmt == LWO_FORMAT_FP8_E4M3_W8A8, acquired = 0;
     int32_t *perm = (int32_t *)malloc(K * 4);
     float *prep = NULL, *rsc = NULL;
@@ -59,7 +61,7 @@ static void run_case_ex(lwo_format fmt, lwo_dtype yt, int with_bias, int with_sm
     d.hadamard = hadamard;
     if (streamed) d.placement = LWO_PLACE_STREAMED;
     r = lwo_weight_create(ctx, &d, &w);
-    CHECK(r == LWO_SUCCESS, "lwo_weight_create %s: %s", fmt_name(fmt), lwo_last_error(ctx));
+    CHECK(r == LWO_SUCCESS, "lwo_weight_create %s: %s", lwo_format_name(fmt), lwo_last_error(ctx));
     if (r) goto out;
     lwo_weight_get_info(ctx, w, &info);
     kp = info.kpad;
@@ -82,13 +84,13 @@ static void run_case_ex(lwo_format fmt, lwo_dtype yt, int with_bias, int with_sm
     if (lwo_tensor_create(ctx, xt, 2, sx, &tx) || lwo_tensor_create(ctx, yt, 2, sy, &ty)) { CHECK(0, "tensors: %s", lwo_last_error(ctx)); goto out; }
     lwo_tensor_upload(ctx, tx, x, M * K * 2);
     lwo_tensor_fill_bytes(ctx, NULL, ty, 0xff);
-    r = lwo_linear(ctx, NULL, tx, w, NULL, ty);
+    r = check_linear(ctx, tx, w, ty);
     CHECK(r == LWO_SUCCESS, "lwo_linear: %s", lwo_last_error(ctx));
     if (r) goto out;
     r = lwo_tensor_download(ctx, ty, y, M * N * ys);
     CHECK(r == LWO_SUCCESS, "download: %s", lwo_last_error(ctx));
     for (i = 0; i < M * N; i++) if (lwo_ref_load(y, yt, i) != lwo_ref_load(y, yt, i)) nan++;
-    CHECK(nan == 0, "%s M=%llu N=%llu K=%llu: %llu outputs not written (or NaN)", fmt_name(fmt), (unsigned long long)M, (unsigned long long)N, (unsigned long long)K, (unsigned long long)nan);
+    CHECK(nan == 0, "%s M=%llu N=%llu K=%llu: %llu outputs not written (or NaN)", lwo_format_name(fmt), (unsigned long long)M, (unsigned long long)N, (unsigned long long)K, (unsigned long long)nan);
     /* the operands as the GEMM saw them (a streamed weight: where acquire puts it) */
     if (streamed) {
         r = lwo_weight_acquire(ctx, NULL, w, &info);
@@ -111,22 +113,19 @@ static void run_case_ex(lwo_format fmt, lwo_dtype yt, int with_bias, int with_sm
         asc = (float *)malloc(M * 4);
         if (with_perm || hadamard) { /* the prep on the CPU, then the plain quantizer over kpad columns */
             prep = (float *)malloc((M > N ? M : N) * kp * 4);
-            lwo_ref_prep_rows(x, xt, M, K, with_perm ? perm : NULL, with_smooth ? sm : NULL, 0, hadamard, prep, kp);
-            if (fmt == LWO_FORMAT_INT8) lwo_ref_quantize_int8_rows(prep, LWO_DTYPE_F32, M, kp, NULL, (int8_t *)aq, kp, asc);
-            else lwo_ref_quantize_fp8_rows(prep, LWO_DTYPE_F32, M, kp, NULL, aq, kp, asc);
-        } else if (fmt == LWO_FORMAT_INT8) lwo_ref_quantize_int8_rows(x, xt, M, K, with_smooth ? sm : NULL, (int8_t *)aq, kp, asc);
-        else lwo_ref_quantize_fp8_rows(x, xt, M, K, with_smooth ? sm : NULL, aq, kp, asc);
+            check_ref_prep_rows(x, xt, M, K, with_perm ? perm : NULL, with_smooth ? sm : NULL, 0, hadamard, prep, kp);
+            check_ref_quantize_rows(prep, LWO_DTYPE_F32, M, kp, NULL, aq, qt, kp, asc);
+        } else check_ref_quantize_rows(x, xt, M, K, with_smooth ? sm : NULL, aq, qt, kp, asc);
         /* the weight lwo_weight_create stored: W permuted, times smooth, rotated, quantized per row */
         if (!prep) prep = (float *)malloc(N * kp * 4);
         rwq = (unsigned char *)malloc(N * kp);
         rsc = (float *)malloc(N * 4);
-        lwo_ref_prep_rows(wf, LWO_DTYPE_F32, N, K, with_perm ? perm : NULL, with_smooth ? sm : NULL, 1, hadamard, prep, kp);
-        if (fmt == LWO_FORMAT_INT8) lwo_ref_quantize_int8_rows(prep, LWO_DTYPE_F32, N, kp, NULL, (int8_t *)rwq, kp, rsc);
-        else lwo_ref_quantize_fp8_rows(prep, LWO_DTYPE_F32, N, kp, NULL, rwq, kp, rsc);
+        check_ref_prep_rows(wf, LWO_DTYPE_F32, N, K, with_perm ? perm : NULL, with_smooth ? sm : NULL, 1, hadamard, prep, kp);
+        check_ref_quantize_rows(prep, LWO_DTYPE_F32, N, kp, NULL, rwq, qt, kp, rsc);
         for (i = 0; i < N * kp && !bad; i++) if (rwq[i] != wq[i]) bad = i + 1;
-        CHECK(bad == 0, "%s perm=%d b=%d: stored weight code %llu is %d, the CPU reference %d", fmt_name(fmt), with_perm, hadamard,
+        CHECK(bad == 0, "%s perm=%d b=%d: stored weight code %llu is %d, the CPU reference %d", lwo_format_name(fmt), with_perm, hadamard,
               (unsigned long long)(bad - 1), bad ? wq[bad - 1] : 0, bad ? rwq[bad - 1] : 0);
-        CHECK(memcmp(rsc, wsc, N * 4) == 0, "%s perm=%d b=%d: stored weight scales differ from the CPU reference", fmt_name(fmt), with_perm, hadamard);
+        CHECK(memcmp(rsc, wsc, N * 4) == 0, "%s perm=%d b=%d: stored weight scales differ from the CPU reference", lwo_format_name(fmt), with_perm, hadamard);
     }
     for (m = 0; m < M; m++) {
         int sample = (double)M * N * K > 3e7;
@@ -134,13 +133,13 @@ static void run_case_ex(lwo_format fmt, lwo_dtype yt, int with_bias, int with_sm
         rows_checked++;
         switch (fmt) {
         case LWO_FORMAT_BF16: case LWO_FORMAT_F16:
-            lwo_ref_linear(x + m * K, xt, K, wq, info.data->dtype, kp, 1, N, K, NULL, NULL, wb, yr, LWO_DTYPE_F32); break;
+            check_ref_linear(x + m * K, xt, K, wq, info.data->dtype, kp, 1, N, K, NULL, NULL, wb, yr, LWO_DTYPE_F32); break;
         case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E5M2:
-            lwo_ref_linear(x + m * K, xt, K, wup, xt, kp, 1, N, K, NULL, NULL, wb, yr, LWO_DTYPE_F32); break;
+            check_ref_linear(x + m * K, xt, K, wup, xt, kp, 1, N, K, NULL, NULL, wb, yr, LWO_DTYPE_F32); break;
         case LWO_FORMAT_INT8:
-            lwo_ref_linear(aq + m * kp, LWO_DTYPE_I8, kp, wq, LWO_DTYPE_I8, kp, 1, N, kp, asc + m, wsc, wb, yr, yt); break;
+            check_ref_linear(aq + m * kp, LWO_DTYPE_I8, kp, wq, LWO_DTYPE_I8, kp, 1, N, kp, asc + m, wsc, wb, yr, yt); break;
         default:
-            lwo_ref_linear(aq + m * kp, LWO_DTYPE_F8_E4M3, kp, wq, LWO_DTYPE_F8_E4M3, kp, 1, N, kp, asc + m, wsc, wb, yr, LWO_DTYPE_F32); break;
+            check_ref_linear(aq + m * kp, LWO_DTYPE_F8_E4M3, kp, wq, LWO_DTYPE_F8_E4M3, kp, 1, N, kp, asc + m, wsc, wb, yr, LWO_DTYPE_F32); break;
         }
         for (n = 0; n < N; n++) {
             double g = lwo_ref_load(y, yt, m * N + n), u = with_bias ? bias[n] : 0.0;
@@ -159,12 +158,12 @@ static void run_case_ex(lwo_format fmt, lwo_dtype yt, int with_bias, int with_sm
     }
     {
         double e = sqrt(num / (den > 0 ? den : 1)), ue = sqrt(unum / (uden > 0 ? uden : 1));
-        printf("  %-9s y=%-4s bias=%d smooth=%d perm=%d had=%-3d str=%d M=%-5llu N=%-5llu K=%-5llu rows=%-5llu relL2(ref)=%.2e maxulp=%llu relL2(unquantized)=%.2e\n",
-               fmt_name(fmt), lwo_dtype_name(yt), with_bias, with_smooth, with_perm, hadamard, streamed, (unsigned long long)M, (unsigned long long)N,
+        printf("  %-13s y=%-4s bias=%d smooth=%d perm=%d had=%-3d str=%d M=%-5llu N=%-5llu K=%-5llu rows=%-5llu relL2(ref)=%.2e maxulp=%llu relL2(unquantized)=%.2e\n",
+               lwo_format_name(fmt), lwo_dtype_name(yt), with_bias, with_smooth, with_perm, hadamard, streamed, (unsigned long long)M, (unsigned long long)N,
                (unsigned long long)K, (unsigned long long)rows_checked, e, (unsigned long long)maxulp, ue);
         if (fmt == LWO_FORMAT_INT8) CHECK(maxulp <= 1, "int8 path differs from the reference by %llu ulp", (unsigned long long)maxulp);
-        else CHECK(e < 1e-2, "%s: relative L2 %.3e against the reference", fmt_name(fmt), e);
-        CHECK(ue < (fmt == LWO_FORMAT_BF16 || fmt == LWO_FORMAT_F16 ? 2e-2 : fmt == LWO_FORMAT_INT8 ? 5e-2 : 0.2), "%s: relative L2 %.3e against the unquantized linear", fmt_name(fmt), ue);
+        else CHECK(e < 1e-2, "%s: relative L2 %.3e against the reference", lwo_format_name(fmt), e);
+        CHECK(ue < (fmt == LWO_FORMAT_BF16 || fmt == LWO_FORMAT_F16 ? 2e-2 : fmt == LWO_FORMAT_INT8 ? 5e-2 : 0.2), "%s: relative L2 %.3e against the unquantized linear", lwo_format_name(fmt), ue);
     }
 out:
     if (acquired) lwo_weight_release(ctx, NULL, w);
@@ -183,40 +182,41 @@ static void run_case(lwo_format fmt, lwo_dtype yt, int with_bias, int with_smoot
 static void run_suite(const lwo_device_info *info) {
     static const uint64_t shapes[][3] = { { 1, 200, 328 }, { 3, 200, 328 }, { 64, 200, 328 }, { 1000, 200, 328 }, { 3, 77, 13 }, { 64, 3072, 3072 } };
     static const lwo_dtype outs[] = { LWO_DTYPE_BF16, LWO_DTYPE_F16, LWO_DTYPE_F32 };
-    int f, s, o, b, quick = getenv("LWO_TEST_QUICK") != NULL;
-    for (f = 0; f < LWO_FORMAT_COUNT; f++) {
+    int fi, s, o, b, quick = getenv("LWO_TEST_QUICK") != NULL;
+    for (fi = 0; fi < (int)(sizeof formats / sizeof *formats); fi++) {
+        lwo_format f = formats[fi];
         if (f == LWO_FORMAT_FP8_E4M3_W8A8 && info->cc_major * 10 + info->cc_minor < 89) continue;
         for (s = 0; s < (int)(sizeof shapes / sizeof *shapes); s++)
             for (o = 0; o < 3; o++)
                 for (b = 0; b < 2; b++) {
                     if (s == 5 && (o != 0 || b != 1)) continue;
-                    run_case((lwo_format)f, outs[o], b, 0, shapes[s][0], shapes[s][1], shapes[s][2]);
+                    run_case(f, outs[o], b, 0, shapes[s][0], shapes[s][1], shapes[s][2]);
                 }
         if (f == LWO_FORMAT_INT8 || f == LWO_FORMAT_FP8_E4M3_W8A8) {
             static const int blocks[] = { 2, 4, 8, 16, 32, 64, 128, 256 };
             int i;
-            run_case((lwo_format)f, LWO_DTYPE_BF16, 1, 1, 64, 200, 328);
+            run_case(f, LWO_DTYPE_BF16, 1, 1, 64, 200, 328);
             /* the prep: every block size over K = 328 (a multiple of 8 but not of 16 or more: the last
                block mixes columns with padding), with and without perm and smooth */
-            run_case_ex((lwo_format)f, LWO_DTYPE_BF16, 1, 0, 1, 0, 0, 64, 200, 328);
+            run_case_ex(f, LWO_DTYPE_BF16, 1, 0, 1, 0, 0, 64, 200, 328);
             for (i = 0; i < 8; i++)
-                run_case_ex((lwo_format)f, outs[i % 3], i & 1, (i >> 1) & 1, i % 3 != 1, blocks[i], 0, 37, 200, 328);
-            run_case_ex((lwo_format)f, LWO_DTYPE_F32, 1, 1, 1, 256, 0, 5, 100, 3000);   /* 3000 -> kpad 3072 */
-            run_case_ex((lwo_format)f, LWO_DTYPE_BF16, 0, 1, 1, 64, 0, 3, 77, 13);      /* tiny, odd K */
-            run_case_ex((lwo_format)f, LWO_DTYPE_F16, 1, 0, 0, 128, 0, 129, 257, 4097); /* odd K, unaligned rows */
-            run_case_ex((lwo_format)f, LWO_DTYPE_BF16, 1, 1, 1, 128, 0, 64, 3072, 12288); /* the benchmark's K, held on chip */
-            run_case_ex((lwo_format)f, LWO_DTYPE_BF16, 1, 1, 1, 64, 0, 3, 64, 20000);  /* staged, prep done twice */
-            run_case_ex((lwo_format)f, LWO_DTYPE_BF16, 1, 1, 1, 32, 0, 3, 64, 60001);  /* past shared memory: two passes */
-            run_case_ex((lwo_format)f, LWO_DTYPE_BF16, 1, 1, 1, 256, 1, 64, 200, 328); /* a streamed weight */
-            run_case_ex((lwo_format)f, LWO_DTYPE_BF16, 1, 0, 0, 16, 1, 3, 300, 1000);
+                run_case_ex(f, outs[i % 3], i & 1, (i >> 1) & 1, i % 3 != 1, blocks[i], 0, 37, 200, 328);
+            run_case_ex(f, LWO_DTYPE_F32, 1, 1, 1, 256, 0, 5, 100, 3000);   /* 3000 -> kpad 3072 */
+            run_case_ex(f, LWO_DTYPE_BF16, 0, 1, 1, 64, 0, 3, 77, 13);      /* tiny, odd K */
+            run_case_ex(f, LWO_DTYPE_F16, 1, 0, 0, 128, 0, 129, 257, 4097); /* odd K, unaligned rows */
+            run_case_ex(f, LWO_DTYPE_BF16, 1, 1, 1, 128, 0, 64, 3072, 12288); /* the benchmark's K, held on chip */
+            run_case_ex(f, LWO_DTYPE_BF16, 1, 1, 1, 64, 0, 3, 64, 20000);  /* staged, prep done twice */
+            run_case_ex(f, LWO_DTYPE_BF16, 1, 1, 1, 32, 0, 3, 64, 60001);  /* past shared memory: two passes */
+            run_case_ex(f, LWO_DTYPE_BF16, 1, 1, 1, 256, 1, 64, 200, 328); /* a streamed weight */
+            run_case_ex(f, LWO_DTYPE_BF16, 1, 0, 0, 16, 1, 3, 300, 1000);
         }
         for (s = 0; s < (quick ? 1 : 3); s++) /* drawn: multiples and non-multiples of the 64/128 tiles */
-            run_case((lwo_format)f, outs[check_rand_u64() % 3], (int)(check_rand_u64() & 1), 0,
+            run_case(f, outs[check_rand_u64() % 3], (int)(check_rand_u64() & 1), 0,
                      1 + check_rand_u64() % 2500, 1 + check_rand_u64() % 1500, 1 + check_rand_u64() % 1500);
-        run_case((lwo_format)f, LWO_DTYPE_BF16, 1, 0, 129, 257, 200);
-        if (!quick) run_case((lwo_format)f, LWO_DTYPE_BF16, 1, 0, 4608, 3072, 3072);
+        run_case(f, LWO_DTYPE_BF16, 1, 0, 129, 257, 200);
+        if (!quick) run_case(f, LWO_DTYPE_BF16, 1, 0, 4608, 3072, 3072);
         /* 18 x 61 units of 2x1 tiles: 16.6 rounds of 66 clusters on an H200, which the default splits */
-        run_case((lwo_format)f, LWO_DTYPE_BF16, 1, 0, 4608, 7808, 1024);
+        run_case(f, LWO_DTYPE_BF16, 1, 0, 4608, 7808, 1024);
     }
 }
 
@@ -228,11 +228,12 @@ static void run_tile_suite(void) {
     static const uint64_t shapes[][3] = { { 1, 200, 328 }, { 129, 257, 200 }, { 1000, 200, 328 }, { 2500, 2100, 328 },
                                           { 300, 520, 1000 } };
     static const lwo_dtype outs[] = { LWO_DTYPE_BF16, LWO_DTYPE_F16, LWO_DTYPE_F32 };
-    int f, s;
-    for (f = 0; f < LWO_FORMAT_COUNT; f++) {
+    int fi, s;
+    for (fi = 0; fi < (int)(sizeof formats / sizeof *formats); fi++) {
+        lwo_format f = formats[fi];
         for (s = 0; s < (int)(sizeof shapes / sizeof *shapes); s++)
-            run_case((lwo_format)f, outs[(f + s) % 3], (f + s) & 1, 0, shapes[s][0], shapes[s][1], shapes[s][2]);
-        run_case((lwo_format)f, outs[check_rand_u64() % 3], (int)(check_rand_u64() & 1), 0,
+            run_case(f, outs[(fi + s) % 3], (fi + s) & 1, 0, shapes[s][0], shapes[s][1], shapes[s][2]);
+        run_case(f, outs[check_rand_u64() % 3], (int)(check_rand_u64() & 1), 0,
                  1 + check_rand_u64() % 3000, 1 + check_rand_u64() % 3000, 1 + check_rand_u64() % 1000);
     }
 }
@@ -245,7 +246,8 @@ static void run_tile_suite(void) {
    mma.sync. */
 int main(void) {
     lwo_desc desc;
-    lwo_device_info info;
+    lwo_context_info ci;
+    const lwo_device_info *info = &ci.device;
     int pass;
     static const struct { int kernels, split; const char *name; } passes[] = {
         { 0, 0, "wgmma (tile per shape)" }, { 1, 0, "mma.sync" }, { 2, 0, "wgmma 64x128" }, { 3, 0, "wgmma 128x128" },
@@ -267,14 +269,15 @@ int main(void) {
         desc.gemm_kernels = passes[pass].kernels;
         desc.gemm_split = passes[pass].split;
         if (lwo_create(&desc, &ctx) != LWO_SUCCESS) { printf("lwo_create: %s\n", lwo_last_error(ctx)); CHECK(0, "no context"); lwo_destroy(ctx); return CHECK_SUMMARY(); }
-        lwo_device_info_get(ctx, &info);
-        if (pass >= 1 && strcmp(info.arch, "sm_90a") != 0) { lwo_destroy(ctx); break; }
-        printf("%s (%s), %s GEMMs\n", info.name, info.arch, strcmp(info.arch, "sm_90a") == 0 ? passes[pass].name : "mma.sync");
-        if (pass < 2) run_suite(&info); else run_tile_suite();
+        memset(&ci, 0, sizeof ci);
+        lwo_context_get_info(ctx, &ci);
+        if (pass >= 1 && strcmp(info->arch, "sm_90a") != 0) { lwo_destroy(ctx); break; }
+        printf("%s (%s), %s GEMMs\n", info->name, info->arch, strcmp(info->arch, "sm_90a") == 0 ? passes[pass].name : "mma.sync");
+        if (pass < 2) run_suite(info); else run_tile_suite();
         memset(&st, 0, sizeof st);
-        CHECK(lwo_stats_get(ctx, &st) == LWO_SUCCESS, "lwo_stats_get: %s", lwo_last_error(ctx));
+        CHECK(lwo_context_get_stats(ctx, &st) == LWO_SUCCESS, "lwo_context_get_stats: %s", lwo_last_error(ctx));
         /* the default splits 4608 x 1024 x 7808 (16.6 rounds); a forced split, every shape past its grid */
-        if (passes[pass].split || (pass == 0 && info.sm_count == 132))
+        if (passes[pass].split || (pass == 0 && info->sm_count == 132))
             CHECK(st.gemm_splits > 0, "%s: no GEMM split its last rounds", passes[pass].name);
         printf("  %llu GEMM launches split their last rounds\n", (unsigned long long)st.gemm_splits);
         lwo_destroy(ctx);

@@ -23,13 +23,14 @@ static int make_weight(lwo_format fmt, uint64_t N, uint64_t K, const float *wf, 
     return 0;
 }
 
-/* y = linear(x) on context c, y poisoned first; the result downloaded into host (malloc'd). */
+
+/* y = check_linear(x) on context c, y poisoned first; the result downloaded into host (malloc'd). */
 static unsigned char *call(lwo_context *c, lwo_weight *w, lwo_tensor *x, lwo_tensor *y) {
     uint64_t bytes = lwo_tensor_bytes(y);
     unsigned char *h = (unsigned char *)malloc(bytes);
     lwo_result r;
     lwo_tensor_fill_bytes(c, NULL, y, 0xff);
-    r = lwo_linear(c, NULL, x, w, NULL, y);
+    r = check_linear(c, x, w, y);
     if (!r) r = lwo_tensor_download(c, y, h, bytes);
     CHECK(r == LWO_SUCCESS, "lwo_linear: %s", lwo_last_error(c));
     if (r) memset(h, 0xee, bytes);
@@ -112,9 +113,9 @@ static double per_call_ms(lwo_context *c, lwo_weight *w, lwo_tensor *x, lwo_tens
     float ms = 0;
     int i;
     lwo_event_create(c, &a); lwo_event_create(c, &b);
-    for (i = 0; i < 5; i++) lwo_linear(c, NULL, x, w, NULL, y);
+    for (i = 0; i < 5; i++) check_linear(c, x, w, y);
     lwo_event_record(c, a, NULL);
-    for (i = 0; i < 50; i++) lwo_linear(c, NULL, x, w, NULL, y);
+    for (i = 0; i < 50; i++) check_linear(c, x, w, y);
     lwo_event_record(c, b, NULL);
     lwo_event_synchronize(c, b);
     lwo_event_elapsed_ms(c, a, b, &ms);
@@ -125,7 +126,7 @@ static double per_call_ms(lwo_context *c, lwo_weight *w, lwo_tensor *x, lwo_tens
 int main(void) {
     static const uint64_t shapes[3][3] = { { 256, 3072, 3072 }, { 3, 200, 328 }, { 1000, 77, 13 } };
     lwo_desc desc;
-    lwo_device_info info;
+    lwo_context_info ci;
     lwo_stats st;
     int s, f, b, t;
     check_seed("test_gpu_graphs");
@@ -134,8 +135,9 @@ int main(void) {
     if (lwo_create(&desc, &G) != LWO_SUCCESS) { printf("lwo_create: %s\n", lwo_last_error(G)); CHECK(0, "no context"); lwo_destroy(G); return CHECK_SUMMARY(); }
     desc.graph_cache = -1;
     if (lwo_create(&desc, &E) != LWO_SUCCESS) { printf("lwo_create: %s\n", lwo_last_error(E)); CHECK(0, "no context"); lwo_destroy(E); lwo_destroy(G); return CHECK_SUMMARY(); }
-    lwo_device_info_get(G, &info);
-    printf("%s (%s)\n", info.name, info.arch);
+    memset(&ci, 0, sizeof ci);
+    lwo_context_get_info(G, &ci);
+    printf("%s (%s)\n", ci.device.name, ci.device.arch);
 
     /* 2 formats x 2 bias x 2 y dtypes x 3 shapes, 4 checks each */
     for (s = 0; s < 3; s++) {
@@ -152,11 +154,11 @@ int main(void) {
             }
         free(wf); free(bias);
     }
-    lwo_stats_get(G, &st);
+    lwo_context_get_stats(G, &st);
     CHECK_EQ_INT(st.linear_graph_captures, want_captures);
     CHECK_EQ_INT(st.linear_graph_hits, want_hits);
     CHECK_EQ_INT(st.linear_graph_fallbacks, 0);
-    lwo_stats_get(E, &st);
+    lwo_context_get_stats(E, &st);
     CHECK_EQ_INT(st.linear_graph_captures + st.linear_graph_hits, 0);
 
     { /* LRU: five M values with four slots, then the first again (evicted: captured anew) */
@@ -165,11 +167,11 @@ int main(void) {
         lwo_stats s0, s1;
         uint64_t Ms[6] = { 1, 2, 3, 4, 5, 1 };
         int i;
-        lwo_stats_get(G, &s0);
+        lwo_context_get_stats(G, &s0);
         if (make_weight(LWO_FORMAT_INT8, 200, 328, wf, NULL, &w) == 0) {
             for (i = 0; i < 6; i++) one(&w, Ms[i], 200, 328, "LRU");
             one(&w, 5, 200, 328, "LRU hit"); /* still cached */
-            lwo_stats_get(G, &s1);
+            lwo_context_get_stats(G, &s1);
             CHECK_EQ_INT(s1.linear_graph_captures - s0.linear_graph_captures, 6);
             CHECK_EQ_INT(s1.linear_graph_evictions - s0.linear_graph_evictions, 2);
             CHECK_EQ_INT(s1.linear_graph_hits - s0.linear_graph_hits, 1);
@@ -180,15 +182,15 @@ int main(void) {
                 unsigned char *a = (unsigned char *)malloc(7 * 200 * 4), *e;
                 lwo_result r;
                 make_x(7, 328, &xg, &xe);
-                lwo_stats_get(G, &s0);
+                lwo_context_get_stats(G, &s0);
                 lwo_tensor_fill_bytes(G, NULL, yg, 0xff);
                 r = lwo_graph_capture_begin(G);
-                if (!r) r = lwo_linear(G, NULL, xg, w.g, NULL, yg);
+                if (!r) r = check_linear(G, xg, w.g, yg);
                 if (!r) r = lwo_graph_capture_end(G, &g);
                 if (!r) r = lwo_graph_launch(G, g);
                 if (!r) r = lwo_tensor_download(G, yg, a, 7 * 200 * 4);
                 CHECK(r == LWO_SUCCESS, "lwo_linear in a whole-pass capture: %s", lwo_last_error(G));
-                lwo_stats_get(G, &s1);
+                lwo_context_get_stats(G, &s1);
                 CHECK_EQ_INT(s1.linear_graph_captures - s0.linear_graph_captures, 0);
                 e = call(E, w.e, xe, ye);
                 CHECK(r == LWO_SUCCESS && same(a, e, 7 * 200 * 4), "lwo_linear in a whole-pass capture differs");

@@ -36,13 +36,10 @@ typedef struct stack {
 static layer_data data[LAYERS];
 static uint16_t *host_x[LAYERS];   /* [M, K] for the largest M used */
 
-static const char *fmt_name(lwo_format f) {
-    static const char *n[] = { "bf16", "f16", "fp8_e4m3", "fp8_e5m2", "int8", "fp8_w8a8" };
-    return n[f];
-}
 static lwo_dtype x_dtype(lwo_format f) { return f == LWO_FORMAT_F16 ? LWO_DTYPE_F16 : LWO_DTYPE_BF16; }
 
 static void quiet(void *u, lwo_log_level l, const char *m) { (void)u; if (l <= LWO_LOG_ERROR) printf("  [lwo] %s\n", m); }
+
 
 /* Random weights, quantized on the CPU by lwo's references into the stored format. */
 static void make_data(lwo_format f) {
@@ -65,17 +62,24 @@ static void make_data(lwo_format f) {
             break;
         case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E5M2: {
             lwo_dtype t = f == LWO_FORMAT_FP8_E4M3 ? LWO_DTYPE_F8_E4M3 : LWO_DTYPE_F8_E5M2;
+            lwo_ref_quantize_desc rd;
             d->w = malloc(N * K);
             d->scale = lwo_ref_fp8_scale(wf, LWO_DTYPE_F32, N * K, t);
-            lwo_ref_quantize_fp8(wf, LWO_DTYPE_F32, (uint8_t *)d->w, t, N * K, d->scale);
+            memset(&rd, 0, sizeof rd);
+            rd.src = wf; rd.src_dtype = LWO_DTYPE_F32; rd.dst = d->w; rd.dst_dtype = t; rd.rows = 1; rd.cols = N * K; rd.scale = d->scale;
+            lwo_ref_quantize(&rd);
             break;
         }
-        default:
+        default: {
+            lwo_ref_quantize_desc rd;
             d->w = malloc(N * K);
             d->row_scales = (float *)malloc(N * 4);
-            if (f == LWO_FORMAT_INT8) lwo_ref_quantize_int8_rows(wf, LWO_DTYPE_F32, N, K, NULL, (int8_t *)d->w, K, d->row_scales);
-            else lwo_ref_quantize_fp8_rows(wf, LWO_DTYPE_F32, N, K, NULL, (uint8_t *)d->w, K, d->row_scales);
+            memset(&rd, 0, sizeof rd);
+            rd.per_row = 1; rd.src = wf; rd.src_dtype = LWO_DTYPE_F32; rd.rows = N; rd.cols = K;
+            rd.dst = d->w; rd.dst_dtype = f == LWO_FORMAT_INT8 ? LWO_DTYPE_I8 : LWO_DTYPE_F8_E4M3; rd.dst_cols = K; rd.scales = d->row_scales;
+            lwo_ref_quantize(&rd);
             break;
+        }
         }
         free(wf);
         free(host_x[l]);
@@ -98,7 +102,7 @@ static lwo_weight_desc layer_desc(lwo_format f, int l, lwo_placement pl) {
     d.row_scales = data[l].row_scales;
     d.bias = data[l].bias; d.bias_dtype = LWO_DTYPE_BF16;
     d.format = f;
-    d.placement = (int)pl;
+    d.placement = pl;
     return d;
 }
 
@@ -152,7 +156,7 @@ static lwo_result run_pass(stack *s, uint64_t M, float *out) {
     }
     if ((r = lwo_pass_begin(s->ctx)) != 0) goto done;
     for (l = 0; l < LAYERS; l++)
-        if ((r = lwo_linear(s->ctx, NULL, xv[l], s->w[l], NULL, yv[l])) != 0) { lwo_pass_abort(s->ctx); goto done; }
+        if ((r = check_linear(s->ctx, xv[l], s->w[l], yv[l])) != 0) { lwo_pass_abort(s->ctx); goto done; }
     if ((r = lwo_pass_end(s->ctx)) != 0) goto done;
     for (l = 0; l < LAYERS && out; l++) {
         if ((r = lwo_tensor_download(s->ctx, yv[l], out, M * shape_n[l] * 4)) != 0) goto done;
@@ -186,10 +190,10 @@ static const uint64_t test_rows[3] = { MAX_ROWS, 77, 2 * MAX_ROWS };   /* declar
 
 /* The formats this device can store */
 static int format_ok(lwo_context *ctx, lwo_format f) {
-    lwo_device_info info;
-    memset(&info, 0, sizeof info);
-    lwo_device_info_get(ctx, &info);
-    return f != LWO_FORMAT_FP8_E4M3_W8A8 || info.cc_major * 10 + info.cc_minor >= 89;
+    lwo_context_info ci;
+    memset(&ci, 0, sizeof ci);
+    lwo_context_get_info(ctx, &ci);
+    return f != LWO_FORMAT_FP8_E4M3_W8A8 || ci.device.cc_major * 10 + ci.device.cc_minor >= 89;
 }
 
 static void inject_failures(lwo_format f, uint64_t budget, int split, float *const ref[3]);
@@ -206,18 +210,18 @@ static void test_format(lwo_format f, int split) {
     make_data(f);
     /* the reference: resident weights in a context with room to spare */
     r = stack_open(&s, f, 256ull << 20, split, LWO_PLACE_RESIDENT);
-    CHECK(r == LWO_SUCCESS, "%s: the resident stack: %s", fmt_name(f), lwo_last_error(s.ctx));
+    CHECK(r == LWO_SUCCESS, "%s: the resident stack: %s", lwo_format_name(f), lwo_last_error(s.ctx));
     for (k = 0; k < 3; k++) {
         ref[k] = (float *)malloc(outputs(test_rows[k]) * 4);
-        if (!r) { r = run_pass(&s, test_rows[k], ref[k]); CHECK(r == LWO_SUCCESS, "%s: resident pass: %s", fmt_name(f), lwo_last_error(s.ctx)); }
+        if (!r) { r = run_pass(&s, test_rows[k], ref[k]); CHECK(r == LWO_SUCCESS, "%s: resident pass: %s", lwo_format_name(f), lwo_last_error(s.ctx)); }
     }
     lwo_destroy(s.ctx);
     /* the plan under a generous budget tells the smallest */
     if (!r) {
         r = stack_open(&s, f, 256ull << 20, split, LWO_PLACE_AUTO);
         if (!r) r = plan(&s);
-        CHECK(r == LWO_SUCCESS, "%s: plan under 256 MiB: %s", fmt_name(f), lwo_last_error(s.ctx));
-        lwo_stats_get(s.ctx, &st);
+        CHECK(r == LWO_SUCCESS, "%s: plan under 256 MiB: %s", lwo_format_name(f), lwo_last_error(s.ctx));
+        lwo_context_get_stats(s.ctx, &st);
         min_budget = st.plan_min_budget;
         lwo_destroy(s.ctx);
     }
@@ -226,32 +230,37 @@ static void test_format(lwo_format f, int split) {
         lwo_memory_stats ms;
         int hopper, splittable = f != LWO_FORMAT_BF16 && f != LWO_FORMAT_F16;
         r = stack_open(&s, f, min_budget, split, LWO_PLACE_AUTO);
-        CHECK(r == LWO_SUCCESS, "%s: the stack under its smallest budget %llu: %s", fmt_name(f), (unsigned long long)min_budget, lwo_last_error(s.ctx));
-        if (!r) { r = plan(&s); CHECK(r == LWO_SUCCESS, "%s, %s: plan at the smallest budget %llu: %s", fmt_name(f), mode, (unsigned long long)min_budget, lwo_last_error(s.ctx)); }
-        lwo_stats_get(s.ctx, &st);
+        CHECK(r == LWO_SUCCESS, "%s: the stack under its smallest budget %llu: %s", lwo_format_name(f), (unsigned long long)min_budget, lwo_last_error(s.ctx));
+        if (!r) { r = plan(&s); CHECK(r == LWO_SUCCESS, "%s, %s: plan at the smallest budget %llu: %s", lwo_format_name(f), mode, (unsigned long long)min_budget, lwo_last_error(s.ctx)); }
+        lwo_context_get_stats(s.ctx, &st);
         CHECK(!r || (st.ring_bytes > 0 && st.plan_min_budget == min_budget), "%s: the smallest plan streams (ring %llu), the same minimum (%llu, %llu)",
-              fmt_name(f), (unsigned long long)st.ring_bytes, (unsigned long long)st.plan_min_budget, (unsigned long long)min_budget);
+              lwo_format_name(f), (unsigned long long)st.ring_bytes, (unsigned long long)st.plan_min_budget, (unsigned long long)min_budget);
         hopper = s.ctx && !strcmp(s.ctx->info.arch, "sm_90a");
         if (split > 0 && hopper && splittable)
             CHECK(!r && st.plan_split_bytes == lwo__split_bytes(s.ctx), "%s: forced splits on sm_90a: the plan reserves the split area (%llu)",
-                  fmt_name(f), (unsigned long long)st.plan_split_bytes);
-        if (split < 0) CHECK(st.plan_split_bytes == 0, "%s: no splits, no split area (%llu)", fmt_name(f), (unsigned long long)st.plan_split_bytes);
+                  lwo_format_name(f), (unsigned long long)st.plan_split_bytes);
+        if (split < 0) CHECK(st.plan_split_bytes == 0, "%s: no splits, no split area (%llu)", lwo_format_name(f), (unsigned long long)st.plan_split_bytes);
         for (k = 0; k < 3 && !r; k++) {
             int p;
             for (p = 0; p < 2 && !r; p++) {   /* the first pass teaches the order, the second prefetches along it */
                 double d;
                 r = run_pass(&s, test_rows[k], got);
-                CHECK(r == LWO_SUCCESS, "%s, %s, M %llu at the smallest budget: %s", fmt_name(f), mode, (unsigned long long)test_rows[k], lwo_last_error(s.ctx));
+                CHECK(r == LWO_SUCCESS, "%s, %s, M %llu at the smallest budget: %s", lwo_format_name(f), mode, (unsigned long long)test_rows[k], lwo_last_error(s.ctx));
                 if (r) break;
                 d = rel_diff(got, ref[k], outputs(test_rows[k]), &same);
                 /* chunks of x run other tiles and splits than the whole call: the float
                    formats may round differently there; int8 accumulates exactly */
-                if (k < 2 || f == LWO_FORMAT_INT8) CHECK(same, "%s, %s, M %llu: streamed == resident bit for bit (max diff %.3g)", fmt_name(f), mode, (unsigned long long)test_rows[k], d);
-                else CHECK(d < 1e-5, "%s, %s, M %llu in chunks: within %.3g of resident", fmt_name(f), mode, (unsigned long long)test_rows[k], d);
+                if (k < 2 || f == LWO_FORMAT_INT8) CHECK(same, "%s, %s, M %llu: streamed == resident bit for bit (max diff %.3g)", lwo_format_name(f), mode, (unsigned long long)test_rows[k], d);
+                else CHECK(d < 1e-5, "%s, %s, M %llu in chunks: within %.3g of resident", lwo_format_name(f), mode, (unsigned long long)test_rows[k], d);
             }
         }
-        lwo_stats_get(s.ctx, &st);
-        lwo_memory_stats_get(s.ctx, &ms);
+        lwo_context_get_stats(s.ctx, &st);
+        {
+            lwo_context_info ci;
+            memset(&ci, 0, sizeof ci);
+            lwo_context_get_info(s.ctx, &ci);
+            ms = ci.memory;
+        }
         CHECK(ms.peak <= min_budget, "peak %llu within the budget %llu", (unsigned long long)ms.peak, (unsigned long long)min_budget);
         {   /* calls whose workspace need is more than the plan reserved ran in chunks, the others whole */
             uint64_t over = 0;
@@ -259,14 +268,14 @@ static void test_format(lwo_format f, int split) {
             for (l = 0; l < LAYERS; l++)
                 if (lwo__linear_ws(f, 2 * MAX_ROWS, shape_n[l], lwo__kpad(shape_k[l], 0), shape_k[l] % 8 != 0) > st.plan_workspace_bytes) over++;
             CHECK(r || (over > 0) == (st.linear_chunked > 0), "%s: %llu layers need more than the reservation at %d rows; %llu calls ran in chunks",
-                  fmt_name(f), (unsigned long long)over, 2 * MAX_ROWS, (unsigned long long)st.linear_chunked);
+                  lwo_format_name(f), (unsigned long long)over, 2 * MAX_ROWS, (unsigned long long)st.linear_chunked);
         }
         /* the plan reserved the split area exactly when some GEMM of the declared shapes splits */
-        CHECK((st.plan_split_bytes > 0) == (st.gemm_splits > 0), "%s, %s: split area reserved %llu, split GEMMs %llu", fmt_name(f), mode,
+        CHECK((st.plan_split_bytes > 0) == (st.gemm_splits > 0), "%s, %s: split area reserved %llu, split GEMMs %llu", lwo_format_name(f), mode,
               (unsigned long long)st.plan_split_bytes, (unsigned long long)st.gemm_splits);
-        if (split < 0) CHECK(st.gemm_splits == 0, "%s: gemm_split -1: no GEMM split (%llu)", fmt_name(f), (unsigned long long)st.gemm_splits);
-        printf("  %-9s %-13s smallest budget %8llu bytes: workspace %llu, split area %llu, ring %llu; %llu chunked calls, %llu split GEMMs\n",
-               fmt_name(f), mode, (unsigned long long)min_budget, (unsigned long long)st.plan_workspace_bytes, (unsigned long long)st.plan_split_bytes,
+        if (split < 0) CHECK(st.gemm_splits == 0, "%s: gemm_split -1: no GEMM split (%llu)", lwo_format_name(f), (unsigned long long)st.gemm_splits);
+        printf("  %-13s %-13s smallest budget %8llu bytes: workspace %llu, split area %llu, ring %llu; %llu chunked calls, %llu split GEMMs\n",
+               lwo_format_name(f), mode, (unsigned long long)min_budget, (unsigned long long)st.plan_workspace_bytes, (unsigned long long)st.plan_split_bytes,
                (unsigned long long)st.ring_bytes, (unsigned long long)st.linear_chunked, (unsigned long long)st.gemm_splits);
         lwo_destroy(s.ctx);
     }
@@ -274,12 +283,12 @@ static void test_format(lwo_format f, int split) {
     if (!r) {
         char want[32];
         r = stack_open(&s, f, min_budget - 1, split, LWO_PLACE_AUTO);
-        CHECK(r == LWO_SUCCESS, "%s: the stack one byte under: %s", fmt_name(f), lwo_last_error(s.ctx));
+        CHECK(r == LWO_SUCCESS, "%s: the stack one byte under: %s", lwo_format_name(f), lwo_last_error(s.ctx));
         if (!r) {
             lwo_result pr = plan(&s);
             snprintf(want, sizeof want, "%llu", (unsigned long long)min_budget);
             CHECK(pr == LWO_ERROR_OUT_OF_BUDGET && strstr(lwo_last_error(s.ctx), want) != NULL,
-                  "%s: one byte under the smallest budget the plan fails naming %s: %s (%s)", fmt_name(f), want, lwo_result_string(pr), lwo_last_error(s.ctx));
+                  "%s: one byte under the smallest budget the plan fails naming %s: %s (%s)", lwo_format_name(f), want, lwo_result_string(pr), lwo_last_error(s.ctx));
         }
         lwo_destroy(s.ctx);
         r = LWO_SUCCESS;
@@ -303,8 +312,8 @@ static void inject_failures(lwo_format f, uint64_t budget, int split, float *con
     r = stack_open(&s, f, budget, split, LWO_PLACE_AUTO);
     if (!r) r = plan(&s);
     if (!r) r = run_pass(&s, MAX_ROWS, got);   /* learns the order */
-    CHECK(r == LWO_SUCCESS, "%s: setup for the injected failures: %s", fmt_name(f), lwo_last_error(s.ctx));
-    if (!r) r = lwo_module_compile(s.ctx, "extern \"C\" __global__ void nop(int *p) { if (p) *p = 0; }", "nop.cu", NULL, &nop);
+    CHECK(r == LWO_SUCCESS, "%s: setup for the injected failures: %s", lwo_format_name(f), lwo_last_error(s.ctx));
+    if (!r) r = lwo_module_create(s.ctx, "extern \"C\" __global__ void nop(int *p) { if (p) *p = 0; }", "nop.cu", NULL, &nop);
     for (kind = 0; kind < 4 && !r; kind++) {
         static const char *what[4] = { "a bad argument", "a failed launch", "a weight left acquired", "a failure inside a capture" };
         lwo_tensor *bad = NULL;
@@ -312,7 +321,7 @@ static void inject_failures(lwo_format f, uint64_t budget, int split, float *con
         lwo_result fr = LWO_SUCCESS;
         uint64_t shp[2];
         int l;
-        lwo_stats_get(s.ctx, &st0);
+        lwo_context_get_stats(s.ctx, &st0);
         if (kind == 3) { r = lwo_graph_capture_begin(s.ctx); CHECK(r == LWO_SUCCESS, "capture begin: %s", lwo_last_error(s.ctx)); if (r) break; }
         r = lwo_pass_begin(s.ctx);
         for (l = 0; l < LAYERS / 2 && !r; l++) {
@@ -321,54 +330,56 @@ static void inject_failures(lwo_format f, uint64_t budget, int split, float *con
             xs[0] = MAX_ROWS; xs[1] = shape_k[l]; ys[0] = MAX_ROWS; ys[1] = shape_n[l];
             lwo_tensor_wrap(s.ctx, lwo_tensor_device_ptr(s.x[l]), lwo_tensor_dtype(s.x[l]), 2, xs, &xv);
             lwo_tensor_wrap(s.ctx, lwo_tensor_device_ptr(s.y[l]), LWO_DTYPE_F32, 2, ys, &yv);
-            r = lwo_linear(s.ctx, NULL, xv, s.w[l], NULL, yv);
+            r = check_linear(s.ctx, xv, s.w[l], yv);
             lwo_tensor_destroy(s.ctx, xv); lwo_tensor_destroy(s.ctx, yv);
         }
-        CHECK(r == LWO_SUCCESS, "%s: the first half of the pass: %s", fmt_name(f), lwo_last_error(s.ctx));
+        CHECK(r == LWO_SUCCESS, "%s: the first half of the pass: %s", lwo_format_name(f), lwo_last_error(s.ctx));
         if (r) break;
         shp[0] = 3; shp[1] = 5;
         switch (kind) {
         case 0: case 3:   /* y of the wrong shape */
             lwo_tensor_wrap(s.ctx, lwo_tensor_device_ptr(s.y[3]), LWO_DTYPE_F32, 2, shp, &bad);
-            fr = lwo_linear(s.ctx, NULL, s.x[3], s.w[3], NULL, bad);
-            CHECK(fr == LWO_ERROR_INVALID_ARGUMENT, "%s: %s is refused: %s", fmt_name(f), what[kind], lwo_result_string(fr));
+            fr = check_linear(s.ctx, s.x[3], s.w[3], bad);
+            CHECK(fr == LWO_ERROR_INVALID_ARGUMENT, "%s: %s is refused: %s", lwo_format_name(f), what[kind], lwo_result_string(fr));
             lwo_tensor_destroy(s.ctx, bad);
             break;
         case 1: {         /* a launch the driver refuses: 2048 threads a block */
-            unsigned grid[3] = { 1, 1, 1 }, block[3] = { 2048, 1, 1 };
+            lwo_launch_desc ld;
             void *args[1];
             void *nullp = NULL;
             args[0] = &nullp;
-            fr = lwo_launch(s.ctx, NULL, nop, "nop", grid, block, 0, args);
-            CHECK(fr == LWO_ERROR_CUDA, "%s: %s fails: %s (%s)", fmt_name(f), what[kind], lwo_result_string(fr), lwo_last_error(s.ctx));
+            memset(&ld, 0, sizeof ld);
+            ld.module = nop; ld.kernel = "nop"; ld.block[0] = 2048; ld.args = args;
+            fr = lwo_launch(s.ctx, &ld);
+            CHECK(fr == LWO_ERROR_CUDA, "%s: %s fails: %s (%s)", lwo_format_name(f), what[kind], lwo_result_string(fr), lwo_last_error(s.ctx));
             break;
         }
         case 2:           /* the caller's own op acquired a streamed weight and failed before releasing it */
             fr = lwo_weight_acquire(s.ctx, NULL, s.w[3], &info);
-            CHECK(fr == LWO_SUCCESS, "%s: acquire: %s", fmt_name(f), lwo_last_error(s.ctx));
+            CHECK(fr == LWO_SUCCESS, "%s: acquire: %s", lwo_format_name(f), lwo_last_error(s.ctx));
             break;
         }
         /* a plan now is refused (a pass is open), and says how to end it */
         fr = plan(&s);
         CHECK(fr == LWO_ERROR_INVALID_ARGUMENT && strstr(lwo_last_error(s.ctx), "lwo_pass_abort") != NULL, "%s: a plan inside the pass: %s",
-              fmt_name(f), lwo_last_error(s.ctx));
+              lwo_format_name(f), lwo_last_error(s.ctx));
         r = lwo_pass_abort(s.ctx);
-        CHECK(r == LWO_SUCCESS, "%s: lwo_pass_abort after %s: %s", fmt_name(f), what[kind], lwo_last_error(s.ctx));
-        lwo_stats_get(s.ctx, &st1);
-        CHECK(st1.passes == st0.passes && !s.ctx->engine->in_pass && !s.ctx->engine->capturing, "%s: the aborted pass is not counted, nothing open", fmt_name(f));
+        CHECK(r == LWO_SUCCESS, "%s: lwo_pass_abort after %s: %s", lwo_format_name(f), what[kind], lwo_last_error(s.ctx));
+        lwo_context_get_stats(s.ctx, &st1);
+        CHECK(st1.passes == st0.passes && !s.ctx->engine->in_pass && !s.ctx->capturing, "%s: the aborted pass is not counted, nothing open", lwo_format_name(f));
         {
             size_t i, held = 0;
-            for (i = 0; i < s.ctx->engine->nitems; i++) held += s.ctx->engine->items[i]->acquired != 0;
-            CHECK(held == 0, "%s: after %s no weight stays acquired (%zu)", fmt_name(f), what[kind], held);
+            for (i = 0; i < s.ctx->nitems; i++) held += s.ctx->items[i]->acquired != 0;
+            CHECK(held == 0, "%s: after %s no weight stays acquired (%zu)", lwo_format_name(f), what[kind], held);
         }
         /* the context goes on: a full pass, bit for bit the resident one; a plan; a capture */
         r = run_pass(&s, MAX_ROWS, got);
-        CHECK(r == LWO_SUCCESS, "%s: the pass after %s: %s", fmt_name(f), what[kind], lwo_last_error(s.ctx));
+        CHECK(r == LWO_SUCCESS, "%s: the pass after %s: %s", lwo_format_name(f), what[kind], lwo_last_error(s.ctx));
         if (r) break;
         rel_diff(got, ref[0], outputs(MAX_ROWS), &same);
-        CHECK(same, "%s: after %s the next pass equals the resident one bit for bit", fmt_name(f), what[kind]);
+        CHECK(same, "%s: after %s the next pass equals the resident one bit for bit", lwo_format_name(f), what[kind]);
         r = plan(&s);
-        CHECK(r == LWO_SUCCESS, "%s: a plan after %s: %s", fmt_name(f), what[kind], lwo_last_error(s.ctx));
+        CHECK(r == LWO_SUCCESS, "%s: a plan after %s: %s", lwo_format_name(f), what[kind], lwo_last_error(s.ctx));
     }
     /* and a whole pass captured after all that replays the resident result */
     if (!r) {
@@ -378,7 +389,7 @@ static void inject_failures(lwo_format f, uint64_t budget, int split, float *con
         if (!r) r = run_pass(&s, MAX_ROWS, NULL);
         if (!r) r = lwo_graph_capture_end(s.ctx, &g);
         else lwo_pass_abort(s.ctx);
-        CHECK(r == LWO_SUCCESS, "%s: a capture after the failures: %s", fmt_name(f), lwo_last_error(s.ctx));
+        CHECK(r == LWO_SUCCESS, "%s: a capture after the failures: %s", lwo_format_name(f), lwo_last_error(s.ctx));
         if (!r) {
             float *o = got;
             for (l = 0; l < LAYERS; l++) lwo_tensor_fill_bytes(s.ctx, NULL, s.y[l], 0xff);
@@ -393,7 +404,7 @@ static void inject_failures(lwo_format f, uint64_t budget, int split, float *con
                 o += MAX_ROWS * shape_n[l];
             }
             rel_diff(got, ref[0], outputs(MAX_ROWS), &same);
-            CHECK(r == LWO_SUCCESS && same, "%s: the graph's replay equals the resident pass bit for bit (%s)", fmt_name(f), lwo_last_error(s.ctx));
+            CHECK(r == LWO_SUCCESS && same, "%s: the graph's replay equals the resident pass bit for bit (%s)", lwo_format_name(f), lwo_last_error(s.ctx));
             lwo_graph_destroy(s.ctx, g);
         }
     }
@@ -412,7 +423,7 @@ int main(void) {
     d.log = quiet;
     if (lwo_create(&d, &probe) != LWO_SUCCESS) { CHECK(0, "no context: %s", lwo_last_error(probe)); lwo_destroy(probe); return CHECK_SUMMARY(); }
     for (i = 0; i < (quick ? 2 : 6); i++) {
-        if (!format_ok(probe, fmts[i])) { printf("  %s: not on this device\n", fmt_name(fmts[i])); continue; }
+        if (!format_ok(probe, fmts[i])) { printf("  %s: not on this device\n", lwo_format_name(fmts[i])); continue; }
         test_format(fmts[i], 8);    /* splits forced on 8 CTAs: at these shapes the last rounds split */
         test_format(fmts[i], -1);
     }

@@ -38,6 +38,7 @@ static int home_mode;
 
 static void quiet(void *u, lwo_log_level l, const char *m) { (void)u; if (l <= LWO_LOG_WARN) printf("  [lwo] %s\n", m); }
 
+
 static lwo_result spin(run_ctx *rc, lwo__CUstream s, unsigned long long cycles) {
     lwo__CUfunction fn;
     void *args[1];
@@ -59,7 +60,7 @@ static lwo_result setup(run_ctx *rc, uint64_t budget, int offload_streams, int m
     d.offload_streams = offload_streams;
     d.max_slots = max_slots;
     if ((r = lwo_create(&d, &rc->ctx)) != 0) { printf("create: %s\n", lwo_last_error(rc->ctx)); return r; }
-    if ((r = lwo_module_compile(rc->ctx, op_src, "stack_ops.cu", NULL, &rc->mod)) != 0) return r;
+    if ((r = lwo_module_create(rc->ctx, op_src, "stack_ops.cu", NULL, &rc->mod)) != 0) return r;
     if ((r = lwo_tensor_create(rc->ctx, LWO_DTYPE_F32, 2, shape, &rc->act[0])) || (r = lwo_tensor_create(rc->ctx, LWO_DTYPE_F32, 2, shape, &rc->act[1]))) return r;
     /* the weights' host homes (graphs cannot copy from pageable memory) */
     if ((r = lwo_host_alloc(rc->ctx, sizeof x0, (void **)&rc->x0_pinned)) != 0) return r;
@@ -233,12 +234,15 @@ static void test_linear_streamed(void) {
                 sd.free_bytes = 4ull << 20;   /* a budget that leaves the weights too little room: they stream */
                 r = lwo_streaming_plan(c, &sd);
             }
-            CHECK(r == LWO_SUCCESS, "%s setup (mode %d): %s", lwo__format_name(fmts[f]), mode, lwo_last_error(c));
+            CHECK(r == LWO_SUCCESS, "%s setup (mode %d): %s", lwo_format_name(fmts[f]), mode, lwo_last_error(c));
             for (p = 0; !r && p < (mode ? 20 : 1); p++) {
                 lwo_tensor_upload(c, a, hx, sizeof hx);
                 r = lwo_pass_begin(c);
                 for (l = 0; !r && l < L; l++) {
-                    r = lwo_linear(c, NULL, (l & 1) ? b : a, w[l], NULL, (l & 1) ? a : b);
+                    lwo_linear_desc ld;
+                    memset(&ld, 0, sizeof ld);
+                    ld.x = (l & 1) ? b : a; ld.w = w[l]; ld.y = (l & 1) ? a : b;
+                    r = lwo_linear(c, &ld);
                     if (!r && mode && check_rand_u64() % 4 == 0) {
                         lwo__CUfunction fn;
                         unsigned long long cyc = check_rand_u64() % 400000;
@@ -251,15 +255,15 @@ static void test_linear_streamed(void) {
                 if (!r) r = lwo_tensor_download(c, (L & 1) ? b : a, mode ? out : out_ref, sizeof out);
                 if (!r && mode && memcmp(out, out_ref, sizeof out) != 0) bad++;
             }
-            CHECK(r == LWO_SUCCESS, "%s passes (mode %d): %s", lwo__format_name(fmts[f]), mode, lwo_last_error(c));
+            CHECK(r == LWO_SUCCESS, "%s passes (mode %d): %s", lwo_format_name(fmts[f]), mode, lwo_last_error(c));
             if (mode) {
                 lwo_weight_info info;
                 memset(&st, 0, sizeof st);
-                lwo_stats_get(c, &st);
-                CHECK(bad == 0, "%s: %d of 20 streamed passes differ from the resident chain", lwo__format_name(fmts[f]), bad);
-                CHECK(st.bytes_streamed > 0 && st.ring_bytes > 0, "%s: weights streamed (%llu bytes, ring %llu)", lwo__format_name(fmts[f]),
+                lwo_context_get_stats(c, &st);
+                CHECK(bad == 0, "%s: %d of 20 streamed passes differ from the resident chain", lwo_format_name(fmts[f]), bad);
+                CHECK(st.bytes_streamed > 0 && st.ring_bytes > 0, "%s: weights streamed (%llu bytes, ring %llu)", lwo_format_name(fmts[f]),
                       (unsigned long long)st.bytes_streamed, (unsigned long long)st.ring_bytes);
-                printf("  lwo_linear %-9s streamed: resident %.1f MiB, ring %.1f MiB, %.1f MiB moved over 20 passes, %d differ\n", lwo__format_name(fmts[f]),
+                printf("  lwo_linear %-9s streamed: resident %.1f MiB, ring %.1f MiB, %.1f MiB moved over 20 passes, %d differ\n", lwo_format_name(fmts[f]),
                        st.resident_bytes / 1048576.0, st.ring_bytes / 1048576.0, st.bytes_streamed / 1048576.0, bad);
                 /* a custom op: acquire gives device tensors to read, release returns the slot */
                 r = lwo_weight_acquire(c, NULL, w[L - 1], &info);
@@ -348,7 +352,7 @@ int main(void) {
             lwo_stats ts;
             int tbad = 0;
             r = lwo_streaming_plan(rc.ctx, NULL);
-            lwo_stats_get(rc.ctx, &ts);
+            lwo_context_get_stats(rc.ctx, &ts);
             CHECK(r == LWO_SUCCESS, "a timed plan: %s", lwo_last_error(rc.ctx));
             /* timed when the first plan's resident uploads gave lwo a rate (1 MiB or more) */
             timed_plans += ts.plan_predicted_ms > 0;
@@ -359,7 +363,7 @@ int main(void) {
                 if (memcmp(got, ref[0], (size_t)M * dims[LAYERS] * 4) != 0) tbad++;
             }
             CHECK(r == LWO_SUCCESS && tbad == 0, "after the timed plan: %d of 10 passes differ (%s)", tbad, lwo_last_error(rc.ctx));
-            lwo_stats_get(rc.ctx, &ts);
+            lwo_context_get_stats(rc.ctx, &ts);
             /* the copies' own rate: measured when something streamed, and a rate a bus can have */
             CHECK(ts.ring_bytes == 0 || (ts.transfer_GBps > 0.05 && ts.transfer_GBps < 2000),
                   "the streamed copies' rate after the timed plan: %.2f GB/s", ts.transfer_GBps);
@@ -367,8 +371,8 @@ int main(void) {
                 printf("  timed plan: ring %.2f MiB, resident %.1f MiB; the model's pass %.3f ms (%.3f waiting); the last pass %.3f ms\n",
                        ts.ring_bytes / 1048576.0, ts.resident_bytes / 1048576.0, ts.plan_predicted_ms, ts.plan_predicted_wait_ms, rc.ctx->stats.last_pass_ms);
         }
-        lwo_stats_get(rc.ctx, &st);
-        lwo_memory_stats_get(rc.ctx, &mem);
+        lwo_context_get_stats(rc.ctx, &st);
+        mem = check_memory_stats(rc.ctx);
         rc.ctx->cu.cuMemGetInfo(&fr1, &tot);
         /* copies run one at a time, in use order, over however many offload streams */
         CHECK(rc.ctx->engine->xfer_overlap_ms < 1e-3, "%d offload streams: copies ran beside each other for %.4f ms", ns, rc.ctx->engine->xfer_overlap_ms);
@@ -395,26 +399,26 @@ int main(void) {
             int gb = 0;
             lwo_stats s0, s1;
             uint64_t eager_bytes = 0;
-            lwo_stats_get(rc.ctx, &s0);
+            lwo_context_get_stats(rc.ctx, &s0);
             r = lwo_graph_capture_begin(rc.ctx);
             if (!r) r = pass(&rc, 0, 0, NULL);
             if (!r) r = lwo_graph_capture_end(rc.ctx, &g);
             CHECK(r == LWO_SUCCESS, "capture a streamed pass: %s", lwo_last_error(rc.ctx));
-            lwo_stats_get(rc.ctx, &s1);
+            lwo_context_get_stats(rc.ctx, &s1);
             /* the capture moves nothing; each launch moves what an eager pass in the learned order does */
             CHECK(s1.bytes_streamed == s0.bytes_streamed && s1.transfers == s0.transfers, "a capture counts no bytes (%llu -> %llu)",
                   (unsigned long long)s0.bytes_streamed, (unsigned long long)s1.bytes_streamed);
             for (p = 0; !r && p < 20; p++) {
                 if (p == 10) {
-                    lwo_stats_get(rc.ctx, &s0);
+                    lwo_context_get_stats(rc.ctx, &s0);
                     r = pass(&rc, 0, 1, got);
-                    lwo_stats_get(rc.ctx, &s1);
+                    lwo_context_get_stats(rc.ctx, &s1);
                     eager_bytes = s1.bytes_streamed - s0.bytes_streamed;
                     if (memcmp(got, ref[0], (size_t)M * dims[LAYERS] * 4)) gb++;
                 }
-                lwo_stats_get(rc.ctx, &s0);
+                lwo_context_get_stats(rc.ctx, &s0);
                 r = lwo_graph_launch(rc.ctx, g);
-                lwo_stats_get(rc.ctx, &s1);
+                lwo_context_get_stats(rc.ctx, &s1);
                 if (s1.bytes_streamed - s0.bytes_streamed != lwo_graph_bytes_streamed(g)) gb += 1000;
                 if (!r) r = lwo_tensor_download(rc.ctx, rc.act[LAYERS & 1], got, (uint64_t)M * dims[LAYERS] * 4);
                 if (memcmp(got, ref[0], (size_t)M * dims[LAYERS] * 4)) gb++;
@@ -441,12 +445,12 @@ int main(void) {
             rc.ctx->engine->test_skip_ready_wait = 0;
             {   /* without the wait on the previous copy, copies on other streams overlap it */
                 double o0;
-                lwo_stats_get(rc.ctx, &st);
+                lwo_context_get_stats(rc.ctx, &st);
                 o0 = rc.ctx->engine->xfer_overlap_ms;
                 rc.ctx->engine->test_skip_in_order = 1;
                 for (p = 0; p < 30; p++) if (pass(&rc, 0, 1, got)) break;
                 rc.ctx->engine->test_skip_in_order = 0;
-                lwo_stats_get(rc.ctx, &st);
+                lwo_context_get_stats(rc.ctx, &st);
                 printf("  sensitivity: without the wait on the previous copy, copies overlapped for %.3f ms in 30 passes\n", rc.ctx->engine->xfer_overlap_ms - o0);
                 CHECK(rc.ctx->engine->xfer_overlap_ms - o0 > 0, "the overlap measure sees copies out of order (%.4f ms)", rc.ctx->engine->xfer_overlap_ms - o0);
             }

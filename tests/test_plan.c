@@ -105,7 +105,6 @@ static void timed_tests(void) {
     static uint32_t order[1024];
     lwo_plan_desc d;
     lwo_plan p, q;
-    char err[512];
     double compute, wait, t, bytes_ms, graph;
     size_t n, i;
     int it, bad = 0, slower = 0;
@@ -141,10 +140,10 @@ static void timed_tests(void) {
     n = flux_like(w, ms, &compute);
     memset(&d, 0, sizeof d);
     d.weight_bytes = w; d.count = n; d.budget = 7ull << 30; d.workspace = 64u << 20;
-    CHECK_EQ_INT(lwo_plan_make(&d, &p, err, sizeof err), LWO_SUCCESS);
+    CHECK_EQ_INT(lwo_plan_create(&d, &p), LWO_SUCCESS);
     d.use_ms = ms; d.h2d_GBps = 54.0;
     bytes_ms = model_ms(&d, &p, &wait);
-    CHECK_EQ_INT(lwo_plan_make(&d, &q, err, sizeof err), LWO_SUCCESS);
+    CHECK_EQ_INT(lwo_plan_create(&d, &q), LWO_SUCCESS);
     CHECK(plan_valid(&d, &q), "the timed plan is valid");
     t = model_graph_at(&d, &q, 1.0, 0, &wait, &graph);
     printf("  Flux-like, 7 GiB: compute %.1f ms; fewest bytes: %.2f GiB streamed, ring %d x %.0f MiB, model %.1f ms; timed: %.2f GiB, "
@@ -155,23 +154,23 @@ static void timed_tests(void) {
     CHECK(graph < compute * 1.03, "a graph's replay of the timed plan is within 3%% of the compute (%.1f of %.1f ms)", graph, compute);
     CHECK(bytes_ms > compute * 1.1, "the fewest-bytes plan leaves the compute stream waiting (%.1f of %.1f ms)", bytes_ms, compute);
     CHECK(t < compute * 1.02, "the timed plan is within 2%% of the compute (%.1f of %.1f ms)", t, compute);
-    lwo_plan_free(&p);
-    lwo_plan_free(&q);
+    lwo_plan_destroy(&p);
+    lwo_plan_destroy(&q);
     /* an explicit use order, with a weight read twice: the same as its unrolled form */
     for (i = 0; i < n; i++) order[i] = (uint32_t)i;
     order[n] = 0;
     ms[n] = 0.5f;
     d.use_order = order; d.use_count = n + 1;
-    CHECK_EQ_INT(lwo_plan_make(&d, &q, err, sizeof err), LWO_SUCCESS);
+    CHECK_EQ_INT(lwo_plan_create(&d, &q), LWO_SUCCESS);
     CHECK(plan_valid(&d, &q) && q.predicted_ms >= compute + 0.5 - 1e-3, "use order with a repeat: valid, %.1f ms", q.predicted_ms);
-    lwo_plan_free(&q);
+    lwo_plan_destroy(&q);
     order[n] = (uint32_t)n;
-    CHECK_EQ_INT(lwo_plan_make(&d, &q, err, sizeof err), LWO_ERROR_INVALID_ARGUMENT);
-    CHECK(strstr(err, "names weight") != NULL, "%s", err);
+    CHECK_EQ_INT(lwo_plan_create(&d, &q), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(q.error, "names weight") != NULL, "%s", q.error);
     order[n] = 0;
     ms[3] = -1;
-    CHECK_EQ_INT(lwo_plan_make(&d, &q, err, sizeof err), LWO_ERROR_INVALID_ARGUMENT);
-    CHECK(strstr(err, "use 3") != NULL, "%s", err);
+    CHECK_EQ_INT(lwo_plan_create(&d, &q), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK(strstr(q.error, "use 3") != NULL, "%s", q.error);
     /* random problems: a timed plan is valid and never scores worse in the model (its time at the
        measured rate and at 85% of it) than the fewest-bytes plan, one of its candidates */
     for (it = 0; it < 400; it++) {
@@ -186,15 +185,15 @@ static void timed_tests(void) {
         memset(&d, 0, sizeof d);
         d.weight_bytes = w; d.count = n; d.workspace = 256 * (check_rand_u64() % 8); d.max_slots = (int)(check_rand_u64() % 9);
         d.budget = d.workspace + mx + check_rand_u64() % (all + 1);
-        if (lwo_plan_make(&d, &p, err, sizeof err) != LWO_SUCCESS) { bad++; continue; }
+        if (lwo_plan_create(&d, &p) != LWO_SUCCESS) { bad++; continue; }
         d.use_ms = ms; d.h2d_GBps = 0.5 + check_rand_uniform() * 50;
-        if (lwo_plan_make(&d, &q, err, sizeof err) != LWO_SUCCESS) { bad++; lwo_plan_free(&p); continue; }
+        if (lwo_plan_create(&d, &q) != LWO_SUCCESS) { bad++; lwo_plan_destroy(&p); continue; }
         if (!plan_valid(&d, &q)) bad++;
         tb = model_score(&d, &p);
         tt = model_score(&d, &q);
         if (p.slots && tt > tb * 1.002 + 1e-9) slower++;
-        lwo_plan_free(&p);
-        lwo_plan_free(&q);
+        lwo_plan_destroy(&p);
+        lwo_plan_destroy(&q);
     }
     CHECK(bad == 0, "%d random timed plans failed or invalid", bad);
     CHECK(slower == 0, "%d random timed plans score worse in the model than the fewest-bytes plan", slower);
@@ -273,7 +272,6 @@ static void must_stream_tests(void) {
     static uint8_t must[64];
     lwo_plan_desc d;
     lwo_plan p;
-    char err[512];
     int it, bad = 0, failed = 0, timed;
     for (it = 0; it < 1500; it++) {
         size_t n = 1 + check_rand_u64() % 24, i;
@@ -290,14 +288,14 @@ static void must_stream_tests(void) {
             d.budget = d.workspace + mx + check_rand_u64() % (all + 1);
             d.must_stream = must;
             if (timed) { d.use_ms = ms; d.h2d_GBps = 0.5 + check_rand_uniform() * 50; }
-            if (lwo_plan_make(&d, &p, err, sizeof err) != LWO_SUCCESS) { failed++; continue; }
+            if (lwo_plan_create(&d, &p) != LWO_SUCCESS) { failed++; continue; }
             if (!plan_valid(&d, &p)) bad++;
             for (i = 0; i < n; i++)
                 if (must[i] && (p.resident[i] || w[i] > p.slot_bytes || !p.slots)) {
                     if (!bad++) printf("  must stream: weight %zu of %zu (%llu bytes, %s) resident %d, %d slots of %llu\n", i, n, (unsigned long long)w[i],
                                        timed ? "timed" : "untimed", p.resident[i], p.slots, (unsigned long long)p.slot_bytes);
                 }
-            lwo_plan_free(&p);
+            lwo_plan_destroy(&p);
         }
     }
     CHECK(failed == 0, "%d plans with weights that must stream failed at a budget that holds the largest", failed);
@@ -308,11 +306,11 @@ static void must_stream_tests(void) {
         uint8_t m3[3] = { 0, 0, 1 };
         memset(&d, 0, sizeof d);
         d.weight_bytes = wb; d.count = 3; d.budget = 1 << 20; d.must_stream = m3;
-        CHECK_EQ_INT(lwo_plan_make(&d, &p, err, sizeof err), LWO_SUCCESS);
+        CHECK_EQ_INT(lwo_plan_create(&d, &p), LWO_SUCCESS);
         CHECK(p.resident[0] && p.resident[1] && !p.resident[2] && p.slots >= 1 && p.slot_bytes >= 2048 && p.streamed_bytes == 2048,
               "one weight must stream: resident %d %d %d, %d slots of %llu", p.resident[0], p.resident[1], p.resident[2], p.slots,
               (unsigned long long)p.slot_bytes);
-        lwo_plan_free(&p);
+        lwo_plan_destroy(&p);
     }
 }
 
@@ -407,7 +405,6 @@ static void reserve_tests(void) {
 }
 
 int main(void) {
-    char err[512];
     lwo_plan p;
     lwo_plan_desc d;
     uint64_t w[64];
@@ -424,29 +421,29 @@ int main(void) {
         d.weight_bytes = w; d.count = 64; d.workspace = 256ull << 20;
         for (i = 0; i < 64; i++) all += w[i];
         d.budget = all + d.workspace;
-        CHECK_EQ_INT(lwo_plan_make(&d, &p, err, sizeof err), LWO_SUCCESS);
+        CHECK_EQ_INT(lwo_plan_create(&d, &p), LWO_SUCCESS);
         CHECK(p.slots == 0 && p.streamed_bytes == 0 && p.resident_bytes == all, "everything fits: all resident, no ring");
-        lwo_plan_free(&p);
+        lwo_plan_destroy(&p);
         d.budget = all / 2 + d.workspace;
-        CHECK_EQ_INT(lwo_plan_make(&d, &p, err, sizeof err), LWO_SUCCESS);
+        CHECK_EQ_INT(lwo_plan_create(&d, &p), LWO_SUCCESS);
         CHECK(plan_valid(&d, &p), "half budget: valid");
         CHECK(p.slots >= 2 && p.resident_bytes + p.slots * p.slot_bytes > all / 2 - blk[2], "half budget: the room is used (resident %llu, ring %d x %llu)",
               (unsigned long long)p.resident_bytes, p.slots, (unsigned long long)p.slot_bytes);
-        lwo_plan_free(&p);
+        lwo_plan_destroy(&p);
         d.budget = blk[2] + d.workspace; /* the minimum: one slot of the largest weight */
-        CHECK_EQ_INT(lwo_plan_make(&d, &p, err, sizeof err), LWO_SUCCESS);
+        CHECK_EQ_INT(lwo_plan_create(&d, &p), LWO_SUCCESS);
         CHECK(plan_valid(&d, &p) && p.slots == 1 && p.resident_bytes == 0 && p.slot_bytes == blk[2], "minimum budget: one slot, nothing resident");
-        lwo_plan_free(&p);
+        lwo_plan_destroy(&p);
         d.budget = blk[2] + d.workspace - 1;
-        CHECK_EQ_INT(lwo_plan_make(&d, &p, err, sizeof err), LWO_ERROR_OUT_OF_BUDGET);
-        CHECK(strstr(err, "weight 2") && strstr(err, "1 bytes missing"), "the error names the weight and the bytes missing: %s", err);
+        CHECK_EQ_INT(lwo_plan_create(&d, &p), LWO_ERROR_OUT_OF_BUDGET);
+        CHECK(strstr(p.error, "weight 2") && strstr(p.error, "1 bytes missing"), "the error names the weight and the bytes missing: %s", p.error);
         d.budget = 100; d.workspace = 200;
-        CHECK_EQ_INT(lwo_plan_make(&d, &p, err, sizeof err), LWO_ERROR_OUT_OF_BUDGET);
-        CHECK(strstr(err, "workspace") != NULL, "%s", err);
+        CHECK_EQ_INT(lwo_plan_create(&d, &p), LWO_ERROR_OUT_OF_BUDGET);
+        CHECK(strstr(p.error, "workspace") != NULL, "%s", p.error);
     }
-    CHECK_EQ_INT(lwo_plan_make(NULL, &p, err, sizeof err), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(lwo_plan_create(NULL, &p), LWO_ERROR_INVALID_ARGUMENT);
     d.weight_bytes = NULL; d.count = 3;
-    CHECK_EQ_INT(lwo_plan_make(&d, &p, err, sizeof err), LWO_ERROR_INVALID_ARGUMENT);
+    CHECK_EQ_INT(lwo_plan_create(&d, &p), LWO_ERROR_INVALID_ARGUMENT);
     /* random problems: always valid; near the exhaustive optimum */
     for (it = 0; it < 3000; it++) {
         size_t n = 1 + check_rand_u64() % 12, i;
@@ -454,14 +451,14 @@ int main(void) {
         for (i = 0; i < n; i++) { w[i] = 256 * (1 + check_rand_u64() % 64); all += w[i]; if (w[i] > mx) mx = w[i]; }
         d.weight_bytes = w; d.count = n; d.workspace = 256 * (check_rand_u64() % 8); d.max_slots = (int)(check_rand_u64() % 5);
         d.budget = d.workspace + mx + check_rand_u64() % (all + 1);
-        if (lwo_plan_make(&d, &p, err, sizeof err) != LWO_SUCCESS) { bad++; continue; }
+        if (lwo_plan_create(&d, &p) != LWO_SUCCESS) { bad++; continue; }
         if (!plan_valid(&d, &p)) bad++;
         opt = brute_best(&d);
         if (p.streamed_bytes > opt) { worse++; if (opt && (double)p.streamed_bytes / opt > worst) worst = (double)p.streamed_bytes / opt; }
         /* the ring keeps a second slot for overlap, so a plan may stream up to two slots more than
            the one-slot optimum, never more */
         if (p.streamed_bytes > opt + 2 * mx) bad++;
-        lwo_plan_free(&p);
+        lwo_plan_destroy(&p);
     }
     CHECK(bad == 0, "%d random plans invalid or far from optimal", bad);
     printf("  3000 random plans: %d stream more than the exhaustive optimum (worst ratio %.2f), keeping two slots for overlap\n", worse, worst);
@@ -474,7 +471,7 @@ int main(void) {
         for (b = 0; b < 24; b++) for (k = 0; k < 4; k++) { wb[b * 4 + k] = shape_bytes[k]; total += shape_bytes[k]; }
         memset(&d, 0, sizeof d);
         d.weight_bytes = wb; d.count = 96; d.budget = total / 2; d.max_slots = 4;
-        CHECK_EQ_INT(lwo_plan_make(&d, &p, err, sizeof err), LWO_SUCCESS);
+        CHECK_EQ_INT(lwo_plan_create(&d, &p), LWO_SUCCESS);
         for (i = 0; i < 96; i++) {
             if (!p.resident[i]) { streamed++; if (i < 48) first_half++; }
             /* runs counted over the large (up, down) weights only: the others may all stream */
@@ -485,7 +482,7 @@ int main(void) {
         CHECK(streamed > 0 && first_half * 3 >= streamed && first_half * 3 <= 2 * streamed,
               "the streamed weights are spread over the pass (%d of %d in its first half)", first_half, streamed);
         CHECK(longest <= 4, "no long stretch of streamed large weights (longest %d)", longest);
-        lwo_plan_free(&p);
+        lwo_plan_destroy(&p);
     }
     timed_tests();
     must_stream_tests();

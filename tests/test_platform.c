@@ -29,10 +29,12 @@ static const char *tpath(const char *name) {
    round trip if every call widens it from UTF-8 and narrows what comes back. */
 #define UNAME "\xc3\xbc" "ber-\xd0\xb6-\xe5\x90\x8d"
 
-static int log_warnings;
+static int log_warnings, log_progress;
+static char log_last_progress[512];
 static void count_log(void *user, lwo_log_level level, const char *msg) {
-    (void)user; (void)msg;
+    (void)user;
     if (level == LWO_LOG_WARN) log_warnings++;
+    if (level == LWO_LOG_PROGRESS) { log_progress++; snprintf(log_last_progress, sizeof log_last_progress, "%s", msg); }
 }
 
 /* The names in a folder other than . and .., joined by '|', sorted. */
@@ -197,22 +199,22 @@ static void test_mapping(void) {
     {   /* a checkpoint with a UTF-8 name, written and read through lwo's safetensors calls */
         uint64_t shape[2] = { 4, 8 };
         float w[32];
-        lwo_st_write_tensor t;
+        lwo_safetensors_write_tensor t;
         lwo_safetensors *f = NULL;
-        const lwo_st_tensor *st;
+        const lwo_safetensors_tensor *st;
         char werr[512];
         for (i = 0; i < 32; i++) w[i] = (float)i * 0.5f;
-        t = check_st_tensor("w", LWO_ST_F32, 2, shape, w);
-        r = lwo_safetensors_write(tpath(UNAME ".safetensors"), &t, 1, NULL, NULL, 0, werr, sizeof werr);
+        t = check_st_tensor("w", LWO_DTYPE_F32, 2, shape, w);
+        r = check_st_write(tpath(UNAME ".safetensors"), &t, 1, NULL, NULL, 0, werr, sizeof werr);
         CHECK(r == LWO_SUCCESS, "write %s: %s", UNAME ".safetensors", werr);
-        r = lwo_safetensors_open(tpath(UNAME ".safetensors"), &f);
+        r = check_st_open(tpath(UNAME ".safetensors"), &f);
         st = r == LWO_SUCCESS ? lwo_safetensors_find(f, "w") : NULL;
-        CHECK(st && st->bytes == sizeof w && memcmp(st->data, w, sizeof w) == 0, "read back: %s", f ? lwo_safetensors_error(f) : "");
-        lwo_safetensors_close(f);
-        r = lwo_safetensors_open(tpath("missing.safetensors"), &f);
-        CHECK(r == LWO_ERROR_IO && strstr(lwo_safetensors_error(f), "missing.safetensors"), "%s", lwo_safetensors_error(f));
-        lwo_safetensors_close(f);
-        r = lwo_safetensors_write(tpath("no-such-folder/x.safetensors"), &t, 1, NULL, NULL, 0, werr, sizeof werr);
+        CHECK(st && st->bytes == sizeof w && memcmp(st->data, w, sizeof w) == 0, "read back: %s", f ? lwo_safetensors_last_error(f) : "");
+        lwo_safetensors_destroy(f);
+        r = check_st_open(tpath("missing.safetensors"), &f);
+        CHECK(r == LWO_ERROR_IO && strstr(lwo_safetensors_last_error(f), "missing.safetensors"), "%s", lwo_safetensors_last_error(f));
+        lwo_safetensors_destroy(f);
+        r = check_st_write(tpath("no-such-folder/x.safetensors"), &t, 1, NULL, NULL, 0, werr, sizeof werr);
         CHECK(r == LWO_ERROR_IO && strstr(werr, "cannot create"), "a write into a missing folder: %s", werr);
     }
 }
@@ -274,15 +276,15 @@ static void test_big_file(void) {
               "bytes past 4 GiB read through the mapping");
         lwo__unmap_file(base, size);
     }
-    r = lwo_safetensors_open(path, &f);
-    CHECK(r == LWO_SUCCESS, "open: %s", lwo_safetensors_error(f));
+    r = check_st_open(path, &f);
+    CHECK(r == LWO_SUCCESS, "open: %s", lwo_safetensors_last_error(f));
     if (r == LWO_SUCCESS) {
-        const lwo_st_tensor *b = lwo_safetensors_find(f, "big"), *t = lwo_safetensors_find(f, "tail");
+        const lwo_safetensors_tensor *b = lwo_safetensors_find(f, "big"), *t = lwo_safetensors_find(f, "tail");
         CHECK(b && b->bytes == big && b->numel == big && b->shape[0] == big, "a tensor of 2^32 + 16 bytes");
         CHECK(t && t->bytes == 16 && memcmp(t->data, tail, 16) == 0, "the tensor past 4 GiB has its bytes");
         CHECK(t && b && (const uint8_t *)t->data - (const uint8_t *)b->data == (ptrdiff_t)big, "at a 64-bit offset");
     }
-    lwo_safetensors_close(f);
+    lwo_safetensors_destroy(f);
     CHECK(lwo__remove_file(path), "remove the big file");
 }
 
@@ -318,7 +320,7 @@ static lwo__CUresult fake_module_load(lwo__CUmodule *m, const void *image) {
 static void module_ctx(lwo_context *ctx, const char *cache) {
     memset(ctx, 0, sizeof *ctx);
     ctx->magic = LWO__MAGIC_CTX;
-    ctx->desc.log_level = LWO_LOG_WARN;
+    ctx->desc.log_level = LWO_LOG_PROGRESS;
     ctx->desc.log = count_log;
     ctx->cache_dir = (char *)cache;
     snprintf(ctx->info.arch, sizeof ctx->info.arch, "sm_80");
@@ -335,6 +337,7 @@ static void test_module_cache(void) {
     snprintf(cache, sizeof cache, "%s", tpath("modules-" UNAME));
     module_ctx(&ctx, cache);
     fake_loads = 0;
+    log_progress = 0;
     r = lwo__module_build(&ctx, parts, 2, "lwo_test.cu", opts, &m);
     if (r == LWO_ERROR_NO_NVRTC) {
         printf("notice: no NVRTC here, the module build through the cache is not tested: %.300s\n", ctx.error);
@@ -343,6 +346,9 @@ static void test_module_cache(void) {
     CHECK(r == LWO_SUCCESS && m && !m->from_cache && ctx.stats.modules_compiled == 1 && fake_loads == 1,
           "compiled by NVRTC and handed to the driver: %s", ctx.error);
     printf("NVRTC %d from %s compiled a module for sm_80\n", ctx.nvrtc.version, ctx.nvrtc.path);
+    /* a compile is announced before it starts and timed when it ends (a first start never looks hung) */
+    CHECK(log_progress == 2 && strstr(log_last_progress, "compiled lwo_test.cu for sm_80 in "),
+          "two progress messages around the compile (got %d, the last \"%s\")", log_progress, log_last_progress);
     if (m) lwo__module_free(&ctx, m);
     /* NVRTC stays loaded (the next context starts without it all the same): unloaded, the C++
        runtime's pool inside libnvrtc would show as a leak to the ASan build's LeakSanitizer */
@@ -351,10 +357,12 @@ static void test_module_cache(void) {
 
     module_ctx(&ctx, cache);
     m = NULL;
+    log_progress = 0;
     r = lwo__module_build(&ctx, parts, 2, "lwo_test.cu", opts, &m);
     CHECK(r == LWO_SUCCESS && m && m->from_cache && ctx.stats.modules_from_cache == 1 && ctx.stats.modules_compiled == 0 && fake_loads == 2,
           "a fresh context loads the cubin from the cache: %s", ctx.error);
     CHECK(ctx.nvrtc.lib == NULL, "without loading NVRTC");
+    CHECK(log_progress == 0, "and without a progress message (%d)", log_progress);
     if (m) lwo__module_free(&ctx, m);
 }
 

@@ -44,6 +44,7 @@ static const char *tpath(const char *name) {
     return buf[k];
 }
 
+
 /* ---- a file from a header string and n data bytes (pattern), in memory ---- */
 static uint8_t *mk(const char *header, size_t hlen, size_t ndata, size_t *size) {
     size_t n = 8 + hlen + ndata, i;
@@ -56,11 +57,11 @@ static uint8_t *mk(const char *header, size_t hlen, size_t ndata, size_t *size) 
 }
 static void expect_bad_mem(const uint8_t *b, size_t n, const char *label) {
     lwo_safetensors *f = NULL;
-    lwo_result r = lwo_safetensors_open_memory(b, n, &f);
+    lwo_result r = check_st_open_memory(b, n, &f);
     CHECK(r == LWO_ERROR_BAD_FILE, "%s: result %d", label, (int)r);
-    CHECK(f && lwo_safetensors_error(f)[0], "%s: no message", label);
-    if (getenv("LWO_TEST_VERBOSE") && f) printf("  %-28s %s\n", label, lwo_safetensors_error(f));
-    lwo_safetensors_close(f);
+    CHECK(f && lwo_safetensors_last_error(f)[0], "%s: no message", label);
+    if (getenv("LWO_TEST_VERBOSE") && f) printf("  %-28s %s\n", label, lwo_safetensors_last_error(f));
+    lwo_safetensors_destroy(f);
 }
 static void expect_bad(const char *header, size_t ndata, const char *label) {
     size_t n;
@@ -154,8 +155,8 @@ static void test_malformed(void) {
     b = mk(T1, strlen(T1), 4, &n);
     {
         lwo_safetensors *f = NULL;
-        CHECK(lwo_safetensors_open_memory(b, n, &f) == LWO_SUCCESS, "valid T1: %s", lwo_safetensors_error(f));
-        lwo_safetensors_close(f);
+        CHECK(check_st_open_memory(b, n, &f) == LWO_SUCCESS, "valid T1: %s", lwo_safetensors_last_error(f));
+        lwo_safetensors_destroy(f);
     }
     for (i = 0; i < n; i++) { char l[32]; snprintf(l, sizeof l, "truncated at %d", (int)i); expect_bad_mem(b, i, l); }
     /* header length past the end, and huge */
@@ -181,48 +182,80 @@ static void test_malformed(void) {
     }
     {   /* missing file, a directory */
         lwo_safetensors *f = NULL;
-        CHECK(lwo_safetensors_open(tpath("does-not-exist.safetensors"), &f) == LWO_ERROR_IO, "missing file");
-        CHECK(f && strstr(lwo_safetensors_error(f), "does-not-exist"), "message names the path: %s", lwo_safetensors_error(f));
-        lwo_safetensors_close(f);
-        CHECK(lwo_safetensors_open(tmpdir, &f) == LWO_ERROR_IO, "a directory");
-        lwo_safetensors_close(f);
-        CHECK(lwo_safetensors_open(NULL, &f) == LWO_ERROR_INVALID_ARGUMENT, "NULL path");
-        lwo_safetensors_close(f);
+        CHECK(check_st_open(tpath("does-not-exist.safetensors"), &f) == LWO_ERROR_IO, "missing file");
+        CHECK(f && strstr(lwo_safetensors_last_error(f), "does-not-exist"), "message names the path: %s", lwo_safetensors_last_error(f));
+        lwo_safetensors_destroy(f);
+        CHECK(check_st_open(tmpdir, &f) == LWO_ERROR_IO, "a directory");
+        lwo_safetensors_destroy(f);
+        CHECK(check_st_open(NULL, &f) == LWO_ERROR_INVALID_ARGUMENT, "NULL path");
+        lwo_safetensors_destroy(f);
+    }
+    {   /* the desc names exactly one source */
+        static const uint8_t empty[16] = { 8, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ', ' ', ' ', ' ', ' ' };
+        const char *one[1];
+        lwo_safetensors_desc d;
+        lwo_safetensors *f = NULL;
+        one[0] = tpath("does-not-exist.safetensors");
+        memset(&d, 0, sizeof d);
+        CHECK(lwo_safetensors_create(&d, &f) == LWO_ERROR_INVALID_ARGUMENT && f && strstr(lwo_safetensors_last_error(f), "nothing to read"),
+              "a zero desc: %s", lwo_safetensors_last_error(f));
+        lwo_safetensors_destroy(f);
+        d.data = empty; d.size = sizeof empty;
+        CHECK(lwo_safetensors_create(&d, &f) == LWO_SUCCESS && lwo_safetensors_count(f) == 0, "data alone: %s", lwo_safetensors_last_error(f));
+        lwo_safetensors_destroy(f);
+        d.path = one[0];
+        CHECK(lwo_safetensors_create(&d, &f) == LWO_ERROR_INVALID_ARGUMENT && f && strstr(lwo_safetensors_last_error(f), "more than one source"),
+              "path and data: %s", lwo_safetensors_last_error(f));
+        lwo_safetensors_destroy(f);
+        memset(&d, 0, sizeof d);
+        d.paths = one;
+        CHECK(lwo_safetensors_create(&d, &f) == LWO_ERROR_INVALID_ARGUMENT && f && strstr(lwo_safetensors_last_error(f), "no paths"),
+              "paths with path_count 0: %s", lwo_safetensors_last_error(f));
+        lwo_safetensors_destroy(f);
+        d.path_count = 1;
+        CHECK(lwo_safetensors_create(&d, &f) == LWO_ERROR_IO && strstr(lwo_safetensors_last_error(f), "does-not-exist"), "paths alone: %s",
+              lwo_safetensors_last_error(f));
+        lwo_safetensors_destroy(f);
+        CHECK(lwo_safetensors_create(NULL, &f) == LWO_ERROR_INVALID_ARGUMENT && f && strstr(lwo_safetensors_last_error(f), "desc"),
+              "NULL desc: %s", lwo_safetensors_last_error(f));
+        lwo_safetensors_destroy(f);
+        CHECK(lwo_safetensors_create(&d, NULL) == LWO_ERROR_INVALID_ARGUMENT, "NULL out");
+        CHECK(lwo_safetensors_write(NULL) == LWO_ERROR_INVALID_ARGUMENT, "write: NULL desc");
     }
     {   /* whitespace padding, escapes, empty file, message names the tensor */
         lwo_safetensors *f = NULL;
         const char *h = " {\"__metadata__\":{\"k\\\"\\u00fc\\ud83d\\ude00\":\"v\\n\"},\"x\\/y\":{\"dtype\":\"U8\",\"shape\":[],\"data_offsets\":[0,1]}}    ";
         b = mk(h, strlen(h), 1, &n);
-        CHECK(lwo_safetensors_open_memory(b, n, &f) == LWO_ERROR_BAD_FILE, "leading space is rejected (header starts with '{')");
-        lwo_safetensors_close(f);
+        CHECK(check_st_open_memory(b, n, &f) == LWO_ERROR_BAD_FILE, "leading space is rejected (header starts with '{')");
+        lwo_safetensors_destroy(f);
         b[8] = '{'; b[9] = ' ';
         memmove(b + 9, b + 9, 0);
         free(b);
         h = "{\"__metadata__\":{\"k\\\"\\u00fc\\ud83d\\ude00\":\"v\\n\"},\"x\\/y\":{\"dtype\":\"U8\",\"shape\":[],\"data_offsets\":[0,1]}}    ";
         b = mk(h, strlen(h), 1, &n);
-        CHECK(lwo_safetensors_open_memory(b, n, &f) == LWO_SUCCESS, "escapes: %s", lwo_safetensors_error(f));
+        CHECK(check_st_open_memory(b, n, &f) == LWO_SUCCESS, "escapes: %s", lwo_safetensors_last_error(f));
         CHECK(lwo_safetensors_metadata_find(f, "k\"\xc3\xbc\xf0\x9f\x98\x80") && strcmp(lwo_safetensors_metadata_find(f, "k\"\xc3\xbc\xf0\x9f\x98\x80"), "v\n") == 0, "decoded key/value");
         CHECK(lwo_safetensors_find(f, "x/y") && lwo_safetensors_find(f, "x/y")->ndim == 0, "scalar x/y");
-        lwo_safetensors_close(f);
+        lwo_safetensors_destroy(f);
         free(b);
         b = mk("{}", 2, 0, &n);
-        CHECK(lwo_safetensors_open_memory(b, n, &f) == LWO_SUCCESS && lwo_safetensors_count(f) == 0, "empty header {}");
-        lwo_safetensors_close(f);
+        CHECK(check_st_open_memory(b, n, &f) == LWO_SUCCESS && lwo_safetensors_count(f) == 0, "empty header {}");
+        lwo_safetensors_destroy(f);
         free(b);
         expect_bad("{\"w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, "names tensor");
         h = "{\"my.w\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}";
         b = mk(h, strlen(h), 8, &n);
-        lwo_safetensors_open_memory(b, n, &f);
-        CHECK(strstr(lwo_safetensors_error(f), "my.w") && strstr(lwo_safetensors_error(f), "file offset"), "message: %s", lwo_safetensors_error(f));
-        lwo_safetensors_close(f);
+        check_st_open_memory(b, n, &f);
+        CHECK(strstr(lwo_safetensors_last_error(f), "my.w") && strstr(lwo_safetensors_last_error(f), "file offset"), "message: %s", lwo_safetensors_last_error(f));
+        lwo_safetensors_destroy(f);
         free(b);
     }
 }
 
 /* ---- round trip writer -> reader --------------------------------------------------------- */
 static void test_roundtrip(void) {
-    enum { NT = 4 * (LWO_ST_DTYPE_COUNT - 1) + 2 };
-    lwo_st_write_tensor w[NT];
+    enum { NT = 4 * (LWO_DTYPE_COUNT - 1) + 2 };
+    lwo_safetensors_write_tensor w[NT];
     char names[NT][64];
     uint64_t shapes[4][3] = { {3, 5, 0}, {0, 0, 0}, {0, 4, 0}, {7, 0, 0} };
     int ndims[4] = { 2, 0, 2, 1 };
@@ -233,34 +266,34 @@ static void test_roundtrip(void) {
     char err[256];
     int n = 0, d, s, i;
     lwo_safetensors *f = NULL;
-    for (d = 1; d < (int)LWO_ST_DTYPE_COUNT; d++)
+    for (d = 1; d < (int)LWO_DTYPE_COUNT; d++)   /* every dtype a file holds */
         for (s = 0; s < 4; s++) {
             uint64_t numel = 1, k;
             int j;
             for (j = 0; j < ndims[s]; j++) numel *= shapes[s][j];
-            snprintf(names[n], 64, "model.diffusion_model.blocks.%d.%s.w%d", s, lwo_st_dtype_name((lwo_st_dtype)d), s);
+            snprintf(names[n], 64, "model.diffusion_model.blocks.%d.%s.w%d", s, lwo_dtype_name((lwo_dtype)d), s);
             w[n].name = names[n];
-            w[n].dtype = (lwo_st_dtype)d;
+            w[n].dtype = (lwo_dtype)d;
             w[n].ndim = ndims[s];
             w[n].shape = shapes[s];
-            w[n].bytes = numel * lwo_st_dtype_size((lwo_st_dtype)d);
+            w[n].bytes = numel * lwo_dtype_size((lwo_dtype)d);
             bufs[n] = (uint8_t *)malloc(w[n].bytes + 1);
             for (k = 0; k < w[n].bytes; k++) bufs[n][k] = (uint8_t)check_rand_u64();
             w[n].data = w[n].bytes ? bufs[n] : NULL;
             n++;
         }
     snprintf(names[n], 64, "eight.dims \"quoted\" \xc3\xbc");
-    w[n].name = names[n]; w[n].dtype = LWO_ST_BF16; w[n].ndim = 8; w[n].shape = shape8; w[n].bytes = 16;
+    w[n].name = names[n]; w[n].dtype = LWO_DTYPE_BF16; w[n].ndim = 8; w[n].shape = shape8; w[n].bytes = 16;
     bufs[n] = (uint8_t *)malloc(16); memset(bufs[n], 0x3f, 16); w[n].data = bufs[n]; n++;
     snprintf(names[n], 64, "__metadata");
-    w[n].name = names[n]; w[n].dtype = LWO_ST_U8; w[n].ndim = 1; w[n].shape = shapes[3]; w[n].bytes = 7;
+    w[n].name = names[n]; w[n].dtype = LWO_DTYPE_U8; w[n].ndim = 1; w[n].shape = shapes[3]; w[n].bytes = 7;
     bufs[n] = (uint8_t *)malloc(7); memset(bufs[n], 7, 7); w[n].data = bufs[n]; n++;
-    CHECK(lwo_safetensors_write(tpath("rt.safetensors"), w, (size_t)n, mk_, mv, 3, err, sizeof err) == LWO_SUCCESS, "write: %s", err);
+    CHECK(check_st_write(tpath("rt.safetensors"), w, (size_t)n, mk_, mv, 3, err, sizeof err) == LWO_SUCCESS, "write: %s", err);
     CHECK(access(tpath("rt.safetensors"), R_OK) == 0, "file exists");
-    CHECK(lwo_safetensors_open(tpath("rt.safetensors"), &f) == LWO_SUCCESS, "open: %s", lwo_safetensors_error(f));
+    CHECK(check_st_open(tpath("rt.safetensors"), &f) == LWO_SUCCESS, "open: %s", lwo_safetensors_last_error(f));
     CHECK_EQ_INT(lwo_safetensors_count(f), n);
     for (i = 0; i < n; i++) {
-        const lwo_st_tensor *t = lwo_safetensors_find(f, w[i].name);
+        const lwo_safetensors_tensor *t = lwo_safetensors_find(f, w[i].name);
         int j, same = 1;
         CHECK(t != NULL, "find %s", w[i].name);
         if (!t) continue;
@@ -268,9 +301,9 @@ static void test_roundtrip(void) {
         for (j = 0; j < w[i].ndim; j++) same &= t->shape[j] == w[i].shape[j];
         CHECK(same, "%s: shape", w[i].name);
         CHECK(w[i].bytes == 0 || memcmp(t->data, w[i].data, w[i].bytes) == 0, "%s: data", w[i].name);
-        CHECK(t->offset % lwo_st_dtype_size(t->dtype) == 0, "%s: aligned to element size (offset %llu)", w[i].name, (unsigned long long)t->offset);
-        CHECK((const uint8_t *)t->data - (const uint8_t *)lwo_safetensors_tensor(f, 0)->data ==
-              (ptrdiff_t)t->offset - (ptrdiff_t)lwo_safetensors_tensor(f, 0)->offset, "data pointer matches offset");
+        CHECK(t->offset % lwo_dtype_size(t->dtype) == 0, "%s: aligned to element size (offset %llu)", w[i].name, (unsigned long long)t->offset);
+        CHECK((const uint8_t *)t->data - (const uint8_t *)lwo_safetensors_tensor_at(f, 0)->data ==
+              (ptrdiff_t)t->offset - (ptrdiff_t)lwo_safetensors_tensor_at(f, 0)->offset, "data pointer matches offset");
     }
     CHECK(lwo_safetensors_find(f, "nope") == NULL, "absent name");
     CHECK_EQ_INT(lwo_safetensors_metadata_count(f), 3);
@@ -279,7 +312,7 @@ static void test_roundtrip(void) {
         CHECK(v && strcmp(v, mv[i]) == 0, "metadata %s", mk_[i]);
     }
     CHECK(strcmp(lwo_safetensors_metadata_key(f, 0), "ctl") == 0, "metadata ordered by key");
-    lwo_safetensors_close(f);
+    lwo_safetensors_destroy(f);
     {   /* header is padded to 8 with spaces */
         FILE *fp = fopen(tpath("rt.safetensors"), "rb");
         uint8_t h8[8];
@@ -293,52 +326,56 @@ static void test_roundtrip(void) {
     }
     /* writer validation */
     {
-        lwo_st_write_tensor bad[2];
+        lwo_safetensors_write_tensor bad[2];
         uint64_t sh[1] = { 2 };
         float v[2] = { 1, 2 };
         memset(bad, 0, sizeof bad);
-        bad[0].name = "x"; bad[0].dtype = LWO_ST_F32; bad[0].ndim = 1; bad[0].shape = sh; bad[0].data = v; bad[0].bytes = 8;
+        bad[0].name = "x"; bad[0].dtype = LWO_DTYPE_F32; bad[0].ndim = 1; bad[0].shape = sh; bad[0].data = v; bad[0].bytes = 8;
         bad[1] = bad[0];
         err[0] = 0;
-        CHECK(lwo_safetensors_write(tpath("bad.safetensors"), bad, 2, NULL, NULL, 0, err, sizeof err) == LWO_ERROR_INVALID_ARGUMENT && err[0], "duplicate names: %s", err);
-        bad[1].name = "y"; bad[1].dtype = LWO_ST_F16;
-        CHECK(lwo_safetensors_write(tpath("bad.safetensors"), bad, 2, NULL, NULL, 0, err, sizeof err) == LWO_ERROR_INVALID_ARGUMENT, "size mismatch");
+        CHECK(check_st_write(tpath("bad.safetensors"), bad, 2, NULL, NULL, 0, err, sizeof err) == LWO_ERROR_INVALID_ARGUMENT && err[0], "duplicate names: %s", err);
+        bad[1].name = "y"; bad[1].dtype = LWO_DTYPE_F16;
+        CHECK(check_st_write(tpath("bad.safetensors"), bad, 2, NULL, NULL, 0, err, sizeof err) == LWO_ERROR_INVALID_ARGUMENT, "size mismatch");
+        bad[1].dtype = LWO_DTYPE_INVALID;
+        CHECK(check_st_write(tpath("bad.safetensors"), bad, 2, NULL, NULL, 0, err, sizeof err) == LWO_ERROR_INVALID_ARGUMENT && strstr(err, "dtype"),
+              "invalid dtype: %s", err);
+        bad[1].dtype = LWO_DTYPE_F16;
         bad[1].bytes = 4; bad[1].name = "\xc0\xaf";
-        CHECK(lwo_safetensors_write(tpath("bad.safetensors"), bad, 2, NULL, NULL, 0, err, sizeof err) == LWO_ERROR_INVALID_ARGUMENT, "bad UTF-8 name");
+        CHECK(check_st_write(tpath("bad.safetensors"), bad, 2, NULL, NULL, 0, err, sizeof err) == LWO_ERROR_INVALID_ARGUMENT, "bad UTF-8 name");
         bad[1].name = "__metadata__";
-        CHECK(lwo_safetensors_write(tpath("bad.safetensors"), bad, 2, NULL, NULL, 0, err, sizeof err) == LWO_ERROR_INVALID_ARGUMENT, "reserved name");
+        CHECK(check_st_write(tpath("bad.safetensors"), bad, 2, NULL, NULL, 0, err, sizeof err) == LWO_ERROR_INVALID_ARGUMENT, "reserved name");
         bad[1].name = "x";   /* same name, other element size */
-        CHECK(lwo_safetensors_write(tpath("bad.safetensors"), bad, 2, NULL, NULL, 0, err, sizeof err) == LWO_ERROR_INVALID_ARGUMENT, "duplicate across sizes");
+        CHECK(check_st_write(tpath("bad.safetensors"), bad, 2, NULL, NULL, 0, err, sizeof err) == LWO_ERROR_INVALID_ARGUMENT, "duplicate across sizes");
         {
             const char *k2[2] = { "a", "a" }, *v2[2] = { "1", "2" };
-            CHECK(lwo_safetensors_write(tpath("bad.safetensors"), bad, 1, k2, v2, 2, err, sizeof err) == LWO_ERROR_INVALID_ARGUMENT, "duplicate metadata key");
+            CHECK(check_st_write(tpath("bad.safetensors"), bad, 1, k2, v2, 2, err, sizeof err) == LWO_ERROR_INVALID_ARGUMENT, "duplicate metadata key");
         }
         CHECK(access(tpath("bad.safetensors"), F_OK) != 0, "nothing written");
-        CHECK(lwo_safetensors_write(tpath("no-such-dir/x.safetensors"), bad, 1, NULL, NULL, 0, err, sizeof err) == LWO_ERROR_IO && err[0], "unwritable: %s", err);
-        CHECK(lwo_safetensors_write(tpath("empty.safetensors"), NULL, 0, NULL, NULL, 0, err, sizeof err) == LWO_SUCCESS, "empty file: %s", err);
-        CHECK(lwo_safetensors_open(tpath("empty.safetensors"), &f) == LWO_SUCCESS && lwo_safetensors_count(f) == 0, "open empty");
-        lwo_safetensors_close(f);
+        CHECK(check_st_write(tpath("no-such-dir/x.safetensors"), bad, 1, NULL, NULL, 0, err, sizeof err) == LWO_ERROR_IO && err[0], "unwritable: %s", err);
+        CHECK(check_st_write(tpath("empty.safetensors"), NULL, 0, NULL, NULL, 0, err, sizeof err) == LWO_SUCCESS, "empty file: %s", err);
+        CHECK(check_st_open(tpath("empty.safetensors"), &f) == LWO_SUCCESS && lwo_safetensors_count(f) == 0, "open empty");
+        lwo_safetensors_destroy(f);
     }
     /* shards */
     {
-        lwo_st_write_tensor a[1], b2[1];
+        lwo_safetensors_write_tensor a[1], b2[1];
         uint64_t sh[1] = { 2 };
         float v[2] = { 1, 2 };
         const char *paths[2];
         const char *ka[1] = { "format" }, *va[1] = { "first" }, *vb[1] = { "second" };
         memset(a, 0, sizeof a);
-        a[0].name = "shard0.w"; a[0].dtype = LWO_ST_F32; a[0].ndim = 1; a[0].shape = sh; a[0].data = v; a[0].bytes = 8;
+        a[0].name = "shard0.w"; a[0].dtype = LWO_DTYPE_F32; a[0].ndim = 1; a[0].shape = sh; a[0].data = v; a[0].bytes = 8;
         b2[0] = a[0]; b2[0].name = "shard1.w";
-        CHECK(lwo_safetensors_write(tpath("s0.safetensors"), a, 1, ka, va, 1, err, sizeof err) == LWO_SUCCESS, "%s", err);
-        CHECK(lwo_safetensors_write(tpath("s1.safetensors"), b2, 1, ka, vb, 1, err, sizeof err) == LWO_SUCCESS, "%s", err);
+        CHECK(check_st_write(tpath("s0.safetensors"), a, 1, ka, va, 1, err, sizeof err) == LWO_SUCCESS, "%s", err);
+        CHECK(check_st_write(tpath("s1.safetensors"), b2, 1, ka, vb, 1, err, sizeof err) == LWO_SUCCESS, "%s", err);
         paths[0] = tpath("s0.safetensors"); paths[1] = tpath("s1.safetensors");
-        CHECK(lwo_safetensors_open_many(paths, 2, &f) == LWO_SUCCESS, "open_many: %s", lwo_safetensors_error(f));
+        CHECK(check_st_open_many(paths, 2, &f) == LWO_SUCCESS, "open_many: %s", lwo_safetensors_last_error(f));
         CHECK(lwo_safetensors_count(f) == 2 && lwo_safetensors_find(f, "shard1.w") && lwo_safetensors_find(f, "shard1.w")->shard == 1, "lookup across shards");
         CHECK(lwo_safetensors_metadata_find(f, "format") && strcmp(lwo_safetensors_metadata_find(f, "format"), "first") == 0, "first shard's metadata wins");
-        lwo_safetensors_close(f);
+        lwo_safetensors_destroy(f);
         paths[1] = tpath("s0.safetensors");
-        CHECK(lwo_safetensors_open_many(paths, 2, &f) == LWO_ERROR_BAD_FILE && strstr(lwo_safetensors_error(f), "shard0.w"), "duplicate across shards: %s", lwo_safetensors_error(f));
-        lwo_safetensors_close(f);
+        CHECK(check_st_open_many(paths, 2, &f) == LWO_ERROR_BAD_FILE && strstr(lwo_safetensors_last_error(f), "shard0.w"), "duplicate across shards: %s", lwo_safetensors_last_error(f));
+        lwo_safetensors_destroy(f);
     }
     for (i = 0; i < n; i++) free(bufs[i]);
 }
@@ -352,7 +389,7 @@ static void test_policy(void) {
         {"a*b*c", "aXbYc", 1}, {"a*b*c", "aXbYcZ", 0}, {"a**", "a", 1}, {"*a", "aaaa", 1}, {"?", "", 0},
         {"*x*y*z*", "--x--y--z--", 1}, {"*x*y*z*", "--x--z--y--", 0}, {"exact", "exact", 1}, {"exact", "exac", 0},
     };
-    lwo_storage_rule rules[3] = { {"*.norm*", LWO_STORE_F32}, {"*blocks.*.weight", LWO_STORE_INT8}, {"*.weight", LWO_STORE_FP8_E4M3} };
+    lwo_storage_rule rules[3] = { {"*.norm*", LWO_FORMAT_F32}, {"*blocks.*.weight", LWO_FORMAT_INT8}, {"*.weight", LWO_FORMAT_FP8_E4M3} };
     lwo_storage_policy p;
     size_t i;
     for (i = 0; i < sizeof g / sizeof g[0]; i++) CHECK(lwo_glob_match(g[i].p, g[i].n) == g[i].m, "glob %s ~ %s", g[i].p, g[i].n);
@@ -364,15 +401,46 @@ static void test_policy(void) {
         CHECK(lwo_glob_match(pat, nm) == 0, "pathological glob");
     }
     memset(&p, 0, sizeof p);
-    CHECK(lwo_storage_policy_format(&p, "x.weight") == LWO_STORE_KEEP, "zero policy keeps");
-    p.rules = rules; p.rule_count = 3; p.default_format = LWO_STORE_BF16;
-    CHECK(lwo_storage_policy_format(&p, "blocks.0.norm1.weight") == LWO_STORE_F32, "first match wins");
-    CHECK(lwo_storage_policy_format(&p, "m.blocks.3.ff.weight") == LWO_STORE_INT8, "rule 2");
-    CHECK(lwo_storage_policy_format(&p, "m.head.weight") == LWO_STORE_FP8_E4M3, "rule 3");
-    CHECK(lwo_storage_policy_format(&p, "m.head.bias") == LWO_STORE_BF16, "default");
-    CHECK(strcmp(lwo_store_format_name(LWO_STORE_INT8), "int8") == 0, "format name");
-    CHECK(lwo_st_dtype_to_lwo(LWO_ST_BF16) == LWO_DTYPE_BF16 && lwo_st_dtype_to_lwo(LWO_ST_F64) == LWO_DTYPE_INVALID, "dtype map");
-    CHECK(lwo_st_dtype_from_name("F8_E5M2") == LWO_ST_F8_E5M2 && lwo_st_dtype_from_name("F8") == LWO_ST_INVALID, "dtype names");
+    CHECK(lwo_storage_policy_format(&p, "x.weight") == LWO_FORMAT_KEEP, "zero policy keeps");
+    p.rules = rules; p.rule_count = 3; p.default_format = LWO_FORMAT_BF16;
+    CHECK(lwo_storage_policy_format(&p, "blocks.0.norm1.weight") == LWO_FORMAT_F32, "first match wins");
+    CHECK(lwo_storage_policy_format(&p, "m.blocks.3.ff.weight") == LWO_FORMAT_INT8, "rule 2");
+    CHECK(lwo_storage_policy_format(&p, "m.head.weight") == LWO_FORMAT_FP8_E4M3, "rule 3");
+    CHECK(lwo_storage_policy_format(&p, "m.head.bias") == LWO_FORMAT_BF16, "default");
+    CHECK(strcmp(lwo_format_name(LWO_FORMAT_INT8), "int8") == 0, "format name");
+    {   /* the names of the formats, by value */
+        static const struct { lwo_format f; const char *name; } fn[] = {
+            { LWO_FORMAT_KEEP, "keep" }, { LWO_FORMAT_BF16, "bf16" }, { LWO_FORMAT_F16, "f16" }, { LWO_FORMAT_FP8_E4M3, "fp8_e4m3" },
+            { LWO_FORMAT_FP8_E5M2, "fp8_e5m2" }, { LWO_FORMAT_INT8, "int8" }, { LWO_FORMAT_FP8_E4M3_W8A8, "fp8_e4m3_w8a8" },
+            { LWO_FORMAT_F32, "f32" } };
+        for (i = 0; i < sizeof fn / sizeof fn[0]; i++) CHECK(strcmp(lwo_format_name(fn[i].f), fn[i].name) == 0, "format name %s", fn[i].name);
+        CHECK(strcmp(lwo_format_name(LWO_FORMAT_COUNT), "invalid") == 0, "an unknown format's name");
+    }
+    {   /* the file's dtype tags read into lwo_dtype (the checkpoint-only ones too); an unknown tag is a bad file */
+        static const struct { const char *tag; lwo_dtype t; const char *name; size_t size; } dt[] = {
+            { "F64", LWO_DTYPE_F64, "f64", 8 }, { "F32", LWO_DTYPE_F32, "f32", 4 }, { "F16", LWO_DTYPE_F16, "f16", 2 },
+            { "BF16", LWO_DTYPE_BF16, "bf16", 2 }, { "F8_E4M3", LWO_DTYPE_F8_E4M3, "f8_e4m3", 1 }, { "F8_E5M2", LWO_DTYPE_F8_E5M2, "f8_e5m2", 1 },
+            { "I64", LWO_DTYPE_I64, "i64", 8 }, { "I32", LWO_DTYPE_I32, "i32", 4 }, { "I16", LWO_DTYPE_I16, "i16", 2 },
+            { "I8", LWO_DTYPE_I8, "i8", 1 }, { "U8", LWO_DTYPE_U8, "u8", 1 }, { "BOOL", LWO_DTYPE_BOOL, "bool", 1 } };
+        for (i = 0; i < sizeof dt / sizeof dt[0]; i++) {
+            char h[128];
+            size_t n;
+            uint8_t *b;
+            lwo_safetensors *f = NULL;
+            const lwo_safetensors_tensor *t;
+            snprintf(h, sizeof h, "{\"a\":{\"dtype\":\"%s\",\"shape\":[2],\"data_offsets\":[0,%u]}}", dt[i].tag, (unsigned)(2 * dt[i].size));
+            b = mk(h, strlen(h), 2 * dt[i].size, &n);
+            CHECK(check_st_open_memory(b, n, &f) == LWO_SUCCESS, "dtype %s: %s", dt[i].tag, lwo_safetensors_last_error(f));
+            t = lwo_safetensors_find(f, "a");
+            CHECK(t && t->dtype == dt[i].t && t->bytes == 2 * dt[i].size, "dtype %s reads as %s", dt[i].tag, t ? lwo_dtype_name(t->dtype) : "nothing");
+            CHECK(lwo_dtype_size(dt[i].t) == dt[i].size && strcmp(lwo_dtype_name(dt[i].t), dt[i].name) == 0, "dtype %s: size and name", dt[i].tag);
+            lwo_safetensors_destroy(f);
+            free(b);
+        }
+        CHECK(lwo_dtype_size(LWO_DTYPE_INVALID) == 0 && lwo_dtype_size(LWO_DTYPE_COUNT) == 0, "no size for an invalid dtype");
+        expect_bad("{\"a\":{\"dtype\":\"F8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1, "dtype F8");
+        expect_bad("{\"a\":{\"dtype\":\"INVALID\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1, "dtype INVALID");
+    }
 }
 
 /* ---- conversions against a straightforward reference -------------------------------------- */
@@ -455,7 +523,7 @@ static void test_convert(void) {
     float src[R * C];
     uint16_t src_bf[R * C];
     double src_d[R * C];
-    lwo_st_write_tensor w[4];
+    lwo_safetensors_write_tensor w[4];
     uint64_t sh[2] = { R, C };
     char err[256];
     lwo_safetensors *f = NULL;
@@ -467,33 +535,33 @@ static void test_convert(void) {
         src_d[i] = (double)src[i];
     }
     memset(w, 0, sizeof w);
-    w[0].name = "f32"; w[0].dtype = LWO_ST_F32; w[0].ndim = 2; w[0].shape = sh; w[0].data = src; w[0].bytes = sizeof src;
-    w[1].name = "bf16"; w[1].dtype = LWO_ST_BF16; w[1].ndim = 2; w[1].shape = sh; w[1].data = src_bf; w[1].bytes = sizeof src_bf;
-    w[2].name = "f64"; w[2].dtype = LWO_ST_F64; w[2].ndim = 2; w[2].shape = sh; w[2].data = src_d; w[2].bytes = sizeof src_d;
-    w[3].name = "zero"; w[3].dtype = LWO_ST_F32; w[3].ndim = 1; w[3].shape = sh; w[3].data = src + 5 * C; w[3].bytes = R * 4;
-    CHECK(lwo_safetensors_write(tpath("cv.safetensors"), w, 4, NULL, NULL, 0, err, sizeof err) == LWO_SUCCESS, "%s", err);
-    CHECK(lwo_safetensors_open(tpath("cv.safetensors"), &f) == LWO_SUCCESS, "%s", lwo_safetensors_error(f));
+    w[0].name = "f32"; w[0].dtype = LWO_DTYPE_F32; w[0].ndim = 2; w[0].shape = sh; w[0].data = src; w[0].bytes = sizeof src;
+    w[1].name = "bf16"; w[1].dtype = LWO_DTYPE_BF16; w[1].ndim = 2; w[1].shape = sh; w[1].data = src_bf; w[1].bytes = sizeof src_bf;
+    w[2].name = "f64"; w[2].dtype = LWO_DTYPE_F64; w[2].ndim = 2; w[2].shape = sh; w[2].data = src_d; w[2].bytes = sizeof src_d;
+    w[3].name = "zero"; w[3].dtype = LWO_DTYPE_F32; w[3].ndim = 1; w[3].shape = sh; w[3].data = src + 5 * C; w[3].bytes = R * 4;
+    CHECK(check_st_write(tpath("cv.safetensors"), w, 4, NULL, NULL, 0, err, sizeof err) == LWO_SUCCESS, "%s", err);
+    CHECK(check_st_open(tpath("cv.safetensors"), &f) == LWO_SUCCESS, "%s", lwo_safetensors_last_error(f));
     {
-        const lwo_st_tensor *tf = lwo_safetensors_find(f, "f32"), *tb = lwo_safetensors_find(f, "bf16"), *td = lwo_safetensors_find(f, "f64");
-        lwo_st_converted c;
+        const lwo_safetensors_tensor *tf = lwo_safetensors_find(f, "f32"), *tb = lwo_safetensors_find(f, "bf16"), *td = lwo_safetensors_find(f, "f64");
+        lwo_safetensors_converted c;
         float scales[R];
         int8_t q[R * C];
         /* zero copy */
-        CHECK(lwo_safetensors_convert(tf, LWO_STORE_F32, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.zero_copy && c.data == tf->data && !c.owned_data, "f32 -> f32 zero copy");
-        CHECK(lwo_safetensors_convert(tb, LWO_STORE_KEEP, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.zero_copy && c.data == tb->data && c.dtype == LWO_ST_BF16, "keep zero copy");
+        CHECK(check_st_convert(tf, LWO_FORMAT_F32, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.zero_copy && c.data == tf->data && !c.owned_data, "f32 -> f32 zero copy");
+        CHECK(check_st_convert(tb, LWO_FORMAT_KEEP, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.zero_copy && c.data == tb->data && c.dtype == LWO_DTYPE_BF16, "keep zero copy");
         /* to bf16 / f16 / f32 */
-        CHECK(lwo_safetensors_convert(tf, LWO_STORE_BF16, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.owned_data && c.bytes == R * C * 2, "f32 -> bf16");
+        CHECK(check_st_convert(tf, LWO_FORMAT_BF16, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.owned_data && c.bytes == R * C * 2, "f32 -> bf16");
         for (bad = 0, i = 0; i < R * C; i++) { uint16_t h; memcpy(&h, (const uint8_t *)c.data + 2 * i, 2); if (h != ref_half(src[i], 1)) bad++; }
         CHECK(bad == 0, "bf16 values: %d wrong", bad);
-        lwo_st_converted_free(&c);
-        CHECK(lwo_safetensors_convert(td, LWO_STORE_F16, NULL, 0, NULL, 0, &c) == LWO_SUCCESS, "f64 -> f16");
+        lwo_safetensors_converted_destroy(&c);
+        CHECK(check_st_convert(td, LWO_FORMAT_F16, NULL, 0, NULL, 0, &c) == LWO_SUCCESS, "f64 -> f16");
         for (bad = 0, i = 0; i < R * C; i++) { uint16_t h; memcpy(&h, (const uint8_t *)c.data + 2 * i, 2); if (h != ref_half(src[i], 0)) bad++; }
         CHECK(bad == 0, "f16 values: %d wrong", bad);
-        lwo_st_converted_free(&c);
-        CHECK(lwo_safetensors_convert(tb, LWO_STORE_F32, NULL, 0, NULL, 0, &c) == LWO_SUCCESS, "bf16 -> f32");
+        lwo_safetensors_converted_destroy(&c);
+        CHECK(check_st_convert(tb, LWO_FORMAT_F32, NULL, 0, NULL, 0, &c) == LWO_SUCCESS, "bf16 -> f32");
         for (bad = 0, i = 0; i < R * C; i++) { float v; uint32_t u = (uint32_t)src_bf[i] << 16; float e; memcpy(&e, &u, 4); memcpy(&v, (const uint8_t *)c.data + 4 * i, 4); if (v != e) bad++; }
         CHECK(bad == 0, "f32 values: %d wrong", bad);
-        lwo_st_converted_free(&c);
+        lwo_safetensors_converted_destroy(&c);
         /* fp8 with per-tensor scale */
         {
             int e5;
@@ -501,17 +569,17 @@ static void test_convert(void) {
                 float amax = 0, s;
                 for (i = 0; i < R * C; i++) if (fabsf(src[i]) > amax) amax = fabsf(src[i]);
                 s = amax / (e5 ? 57344.0f : 448.0f);
-                CHECK(lwo_safetensors_convert(tf, e5 ? LWO_STORE_FP8_E5M2 : LWO_STORE_FP8_E4M3, NULL, 0, NULL, 0, &c) == LWO_SUCCESS, "-> fp8");
+                CHECK(check_st_convert(tf, e5 ? LWO_FORMAT_FP8_E5M2 : LWO_FORMAT_FP8_E4M3, NULL, 0, NULL, 0, &c) == LWO_SUCCESS, "-> fp8");
                 CHECK(c.scale == s, "fp8 scale %g != %g", c.scale, s);
                 for (bad = 0, i = 0; i < R * C; i++) if (((const uint8_t *)c.data)[i] != ref_fp8(src[i] * (1.0f / s), e5)) bad++; /* the kernels' reciprocal */
                 CHECK(bad == 0, "fp8 e5m2=%d values: %d wrong", e5, bad);
-                lwo_st_converted_free(&c);
+                lwo_safetensors_converted_destroy(&c);
             }
         }
         /* int8 rows into caller buffers */
-        CHECK(lwo_safetensors_convert(tf, LWO_STORE_INT8, q, sizeof q, scales, R - 1, &c) == LWO_ERROR_INVALID_ARGUMENT, "scales too small");
-        CHECK(lwo_safetensors_convert(tf, LWO_STORE_INT8, q, sizeof q - 1, scales, R, &c) == LWO_ERROR_INVALID_ARGUMENT, "buffer too small");
-        CHECK(lwo_safetensors_convert(tf, LWO_STORE_INT8, q, sizeof q, scales, R, &c) == LWO_SUCCESS && c.data == q && c.row_scales == scales && !c.owned_data && !c.owned_scales, "-> int8");
+        CHECK(check_st_convert(tf, LWO_FORMAT_INT8, q, sizeof q, scales, R - 1, &c) == LWO_ERROR_INVALID_ARGUMENT, "scales too small");
+        CHECK(check_st_convert(tf, LWO_FORMAT_INT8, q, sizeof q - 1, scales, R, &c) == LWO_ERROR_INVALID_ARGUMENT, "buffer too small");
+        CHECK(check_st_convert(tf, LWO_FORMAT_INT8, q, sizeof q, scales, R, &c) == LWO_SUCCESS && c.data == q && c.row_scales == scales && !c.owned_data && !c.owned_scales, "-> int8");
         CHECK(c.rows == R && c.cols == C, "int8 layout");
         for (bad = 0, i = 0; i < R; i++) {
             float amax = 0, s;
@@ -533,39 +601,39 @@ static void test_convert(void) {
             float s2[R];
             uint8_t f8[R * C];
             float s8 = lwo_ref_fp8_scale(src, LWO_DTYPE_F32, R * C, LWO_DTYPE_F8_E4M3);
-            lwo_ref_quantize_int8_rows(src, LWO_DTYPE_F32, R, C, NULL, q2, C, s2);
-            CHECK(memcmp(q2, q, sizeof q) == 0 && memcmp(s2, scales, sizeof s2) == 0, "int8 conversion equals lwo_ref_quantize_int8_rows");
-            lwo_ref_quantize_fp8(src, LWO_DTYPE_F32, f8, LWO_DTYPE_F8_E4M3, R * C, s8);
-            CHECK(lwo_safetensors_convert(tf, LWO_STORE_FP8_E4M3, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.scale == s8 && memcmp(c.data, f8, sizeof f8) == 0,
-                  "e4m3 conversion equals lwo_ref_fp8_scale + lwo_ref_quantize_fp8");
-            lwo_st_converted_free(&c);
+            check_ref_quantize_int8_rows(src, LWO_DTYPE_F32, R, C, NULL, q2, C, s2);
+            CHECK(memcmp(q2, q, sizeof q) == 0 && memcmp(s2, scales, sizeof s2) == 0, "int8 conversion equals lwo_ref_quantize per row");
+            check_ref_quantize_fp8(src, LWO_DTYPE_F32, f8, LWO_DTYPE_F8_E4M3, R * C, s8);
+            CHECK(check_st_convert(tf, LWO_FORMAT_FP8_E4M3, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.scale == s8 && memcmp(c.data, f8, sizeof f8) == 0,
+                  "e4m3 conversion equals lwo_ref_fp8_scale + lwo_ref_quantize");
+            lwo_safetensors_converted_destroy(&c);
         }
-        CHECK(lwo_safetensors_convert(lwo_safetensors_find(f, "zero"), LWO_STORE_FP8_E4M3, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.scale == 1.0f, "all-zero fp8 scale 1");
-        lwo_st_converted_free(&c);
-        CHECK(lwo_safetensors_convert(tf, (lwo_store_format)99, NULL, 0, NULL, 0, &c) == LWO_ERROR_INVALID_ARGUMENT, "bad target");
+        CHECK(check_st_convert(lwo_safetensors_find(f, "zero"), LWO_FORMAT_FP8_E4M3, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.scale == 1.0f, "all-zero fp8 scale 1");
+        lwo_safetensors_converted_destroy(&c);
+        CHECK(check_st_convert(tf, (lwo_format)99, NULL, 0, NULL, 0, &c) == LWO_ERROR_INVALID_ARGUMENT, "bad target");
         {   /* NaN: skipped by absmax, int8 0, fp8 NaN */
             float v4[4];
-            lwo_st_tensor t;
+            lwo_safetensors_tensor t;
             int8_t q4[4];
             float s4[1];
             v4[0] = (float)NAN; v4[1] = 1.0f; v4[2] = -2.0f; v4[3] = 0.0f;
             memset(&t, 0, sizeof t);
-            t.name = "nan"; t.dtype = LWO_ST_F32; t.ndim = 2; t.shape[0] = 1; t.shape[1] = 4; t.numel = 4; t.bytes = 16; t.data = v4;
-            CHECK(lwo_safetensors_convert(&t, LWO_STORE_INT8, q4, 4, s4, 1, &c) == LWO_SUCCESS && s4[0] == 2.0f / 127.0f &&
+            t.name = "nan"; t.dtype = LWO_DTYPE_F32; t.ndim = 2; t.shape[0] = 1; t.shape[1] = 4; t.numel = 4; t.bytes = 16; t.data = v4;
+            CHECK(check_st_convert(&t, LWO_FORMAT_INT8, q4, 4, s4, 1, &c) == LWO_SUCCESS && s4[0] == 2.0f / 127.0f &&
                   q4[0] == 0 && q4[1] == 64 && q4[2] == -127 && q4[3] == 0, "int8 with a NaN: %d %d %d %d", q4[0], q4[1], q4[2], q4[3]);
-            CHECK(lwo_safetensors_convert(&t, LWO_STORE_FP8_E5M2, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.scale == 2.0f / 57344.0f &&
+            CHECK(check_st_convert(&t, LWO_FORMAT_FP8_E5M2, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.scale == 2.0f / 57344.0f &&
                   (((const uint8_t *)c.data)[0] & 0x7f) == 0x7f && ((const uint8_t *)c.data)[2] == 0xfb, "e5m2 with a NaN");
-            lwo_st_converted_free(&c);
+            lwo_safetensors_converted_destroy(&c);
         }
     }
-    lwo_safetensors_close(f);
+    lwo_safetensors_destroy(f);
 }
 
 /* ---- quantization conventions ------------------------------------------------------------- */
 static void test_quant(void) {
     char err[256];
     lwo_safetensors *f = NULL;
-    lwo_st_quant qi;
+    lwo_safetensors_quant qi;
     uint8_t w8[16] = { 0 };
     float half = 0.5f, two = 2.0f, quarter = 0.25f, three = 3.0f, ws3[3] = { 1, 2, 3 }, sm4[4] = { 1, 1, 2, 2 }, ws2[2] = { 1, 2 };
     uint64_t s44[2] = { 4, 4 }, s0[1] = { 0 }, s34[2] = { 3, 4 }, s3[1] = { 3 }, s4[1] = { 4 }, s2[1] = { 2 }, sj[1], sj2[1], sj3[1];
@@ -573,65 +641,65 @@ static void test_quant(void) {
     const char *cj2 = "{\"format\": 1}";
     const char *cj3 = "{\"format\": \"float8_e5m2\"}";
     {   /* ComfyUI scaled fp8 */
-        lwo_st_write_tensor w[6];
+        lwo_safetensors_write_tensor w[6];
         memset(w, 0, sizeof w);
-        w[0].name = "scaled_fp8"; w[0].dtype = LWO_ST_F8_E4M3; w[0].ndim = 1; w[0].shape = s0;
-        w[1].name = "model.diffusion_model.blocks.0.attn.qkv.weight"; w[1].dtype = LWO_ST_F8_E4M3; w[1].ndim = 2; w[1].shape = s44; w[1].data = w8; w[1].bytes = 16;
-        w[2].name = "model.diffusion_model.blocks.0.attn.qkv.scale_weight"; w[2].dtype = LWO_ST_F32; w[2].data = &half; w[2].bytes = 4;
-        w[3].name = "model.diffusion_model.blocks.0.attn.qkv.scale_input"; w[3].dtype = LWO_ST_F32; w[3].data = &two; w[3].bytes = 4;
-        w[4].name = "model.diffusion_model.blocks.0.attn.proj.weight"; w[4].dtype = LWO_ST_F8_E4M3; w[4].ndim = 2; w[4].shape = s44; w[4].data = w8; w[4].bytes = 16;
-        w[5].name = "model.diffusion_model.blocks.0.attn.proj.bias"; w[5].dtype = LWO_ST_F32; w[5].ndim = 1; w[5].shape = s4; w[5].data = sm4; w[5].bytes = 16;
-        CHECK(lwo_safetensors_write(tpath("q1.safetensors"), w, 6, NULL, NULL, 0, err, sizeof err) == LWO_SUCCESS, "%s", err);
-        CHECK(lwo_safetensors_open(tpath("q1.safetensors"), &f) == LWO_SUCCESS, "%s", lwo_safetensors_error(f));
-        CHECK(lwo_safetensors_quant_info(f, w[1].name, &qi) == LWO_SUCCESS && qi.format == LWO_ST_QUANT_COMFY_SCALED_FP8, "scaled fp8 detected");
+        w[0].name = "scaled_fp8"; w[0].dtype = LWO_DTYPE_F8_E4M3; w[0].ndim = 1; w[0].shape = s0;
+        w[1].name = "model.diffusion_model.blocks.0.attn.qkv.weight"; w[1].dtype = LWO_DTYPE_F8_E4M3; w[1].ndim = 2; w[1].shape = s44; w[1].data = w8; w[1].bytes = 16;
+        w[2].name = "model.diffusion_model.blocks.0.attn.qkv.scale_weight"; w[2].dtype = LWO_DTYPE_F32; w[2].data = &half; w[2].bytes = 4;
+        w[3].name = "model.diffusion_model.blocks.0.attn.qkv.scale_input"; w[3].dtype = LWO_DTYPE_F32; w[3].data = &two; w[3].bytes = 4;
+        w[4].name = "model.diffusion_model.blocks.0.attn.proj.weight"; w[4].dtype = LWO_DTYPE_F8_E4M3; w[4].ndim = 2; w[4].shape = s44; w[4].data = w8; w[4].bytes = 16;
+        w[5].name = "model.diffusion_model.blocks.0.attn.proj.bias"; w[5].dtype = LWO_DTYPE_F32; w[5].ndim = 1; w[5].shape = s4; w[5].data = sm4; w[5].bytes = 16;
+        CHECK(check_st_write(tpath("q1.safetensors"), w, 6, NULL, NULL, 0, err, sizeof err) == LWO_SUCCESS, "%s", err);
+        CHECK(check_st_open(tpath("q1.safetensors"), &f) == LWO_SUCCESS, "%s", lwo_safetensors_last_error(f));
+        CHECK(lwo_safetensors_get_quant_info(f, w[1].name, &qi) == LWO_SUCCESS && qi.convention == LWO_CONVENTION_COMFY_SCALED_FP8, "scaled fp8 detected");
         CHECK(qi.weight_scale && qi.input_scale && qi.weight_scale_value == 0.5f && qi.input_scale_value == 2.0f, "scaled fp8 scales");
-        CHECK(lwo_safetensors_quant_info(f, w[4].name, &qi) == LWO_SUCCESS && qi.format == LWO_ST_QUANT_COMFY_SCALED_FP8 && !qi.weight_scale && qi.weight_scale_value == 1.0f, "no scale_weight: 1");
-        CHECK(lwo_safetensors_quant_info(f, w[5].name, &qi) == LWO_SUCCESS && qi.format == LWO_ST_QUANT_NONE && qi.weight, "bias: none");
-        CHECK(lwo_safetensors_quant_info(f, "missing.weight", &qi) == LWO_ERROR_NOT_FOUND, "missing");
-        lwo_safetensors_close(f);
+        CHECK(lwo_safetensors_get_quant_info(f, w[4].name, &qi) == LWO_SUCCESS && qi.convention == LWO_CONVENTION_COMFY_SCALED_FP8 && !qi.weight_scale && qi.weight_scale_value == 1.0f, "no scale_weight: 1");
+        CHECK(lwo_safetensors_get_quant_info(f, w[5].name, &qi) == LWO_SUCCESS && qi.convention == LWO_CONVENTION_NONE && qi.weight, "bias: none");
+        CHECK(lwo_safetensors_get_quant_info(f, "missing.weight", &qi) == LWO_ERROR_NOT_FOUND, "missing");
+        lwo_safetensors_destroy(f);
     }
     {   /* ComfyUI comfy_quant */
-        lwo_st_write_tensor w[9];
+        lwo_safetensors_write_tensor w[9];
         memset(w, 0, sizeof w);
         sj[0] = strlen(cj); sj2[0] = strlen(cj2); sj3[0] = strlen(cj3);
-        w[0].name = "blk.weight"; w[0].dtype = LWO_ST_F8_E4M3; w[0].ndim = 2; w[0].shape = s44; w[0].data = w8; w[0].bytes = 16;
-        w[1].name = "blk.comfy_quant"; w[1].dtype = LWO_ST_U8; w[1].ndim = 1; w[1].shape = sj; w[1].data = cj; w[1].bytes = sj[0];
-        w[2].name = "blk.weight_scale"; w[2].dtype = LWO_ST_F32; w[2].data = &quarter; w[2].bytes = 4;
-        w[3].name = "blk.input_scale"; w[3].dtype = LWO_ST_F32; w[3].data = &three; w[3].bytes = 4;
-        w[4].name = "bad.weight"; w[4].dtype = LWO_ST_F8_E4M3; w[4].ndim = 2; w[4].shape = s44; w[4].data = w8; w[4].bytes = 16;
-        w[5].name = "bad.comfy_quant"; w[5].dtype = LWO_ST_U8; w[5].ndim = 1; w[5].shape = sj2; w[5].data = cj2; w[5].bytes = sj2[0];
-        w[6].name = "mis.weight"; w[6].dtype = LWO_ST_F8_E4M3; w[6].ndim = 2; w[6].shape = s44; w[6].data = w8; w[6].bytes = 16;
-        w[7].name = "mis.comfy_quant"; w[7].dtype = LWO_ST_U8; w[7].ndim = 1; w[7].shape = sj3; w[7].data = cj3; w[7].bytes = sj3[0];
-        w[8].name = "plain.weight"; w[8].dtype = LWO_ST_BF16; w[8].ndim = 2; w[8].shape = s44; w[8].data = pad16; w[8].bytes = 32;
-        CHECK(lwo_safetensors_write(tpath("q2.safetensors"), w, 9, NULL, NULL, 0, err, sizeof err) == LWO_SUCCESS, "%s", err);
-        CHECK(lwo_safetensors_open(tpath("q2.safetensors"), &f) == LWO_SUCCESS, "%s", lwo_safetensors_error(f));
-        CHECK(lwo_safetensors_quant_info(f, "blk.weight", &qi) == LWO_SUCCESS && qi.format == LWO_ST_QUANT_COMFY_QUANT, "comfy_quant: %s", lwo_safetensors_error(f));
+        w[0].name = "blk.weight"; w[0].dtype = LWO_DTYPE_F8_E4M3; w[0].ndim = 2; w[0].shape = s44; w[0].data = w8; w[0].bytes = 16;
+        w[1].name = "blk.comfy_quant"; w[1].dtype = LWO_DTYPE_U8; w[1].ndim = 1; w[1].shape = sj; w[1].data = cj; w[1].bytes = sj[0];
+        w[2].name = "blk.weight_scale"; w[2].dtype = LWO_DTYPE_F32; w[2].data = &quarter; w[2].bytes = 4;
+        w[3].name = "blk.input_scale"; w[3].dtype = LWO_DTYPE_F32; w[3].data = &three; w[3].bytes = 4;
+        w[4].name = "bad.weight"; w[4].dtype = LWO_DTYPE_F8_E4M3; w[4].ndim = 2; w[4].shape = s44; w[4].data = w8; w[4].bytes = 16;
+        w[5].name = "bad.comfy_quant"; w[5].dtype = LWO_DTYPE_U8; w[5].ndim = 1; w[5].shape = sj2; w[5].data = cj2; w[5].bytes = sj2[0];
+        w[6].name = "mis.weight"; w[6].dtype = LWO_DTYPE_F8_E4M3; w[6].ndim = 2; w[6].shape = s44; w[6].data = w8; w[6].bytes = 16;
+        w[7].name = "mis.comfy_quant"; w[7].dtype = LWO_DTYPE_U8; w[7].ndim = 1; w[7].shape = sj3; w[7].data = cj3; w[7].bytes = sj3[0];
+        w[8].name = "plain.weight"; w[8].dtype = LWO_DTYPE_BF16; w[8].ndim = 2; w[8].shape = s44; w[8].data = pad16; w[8].bytes = 32;
+        CHECK(check_st_write(tpath("q2.safetensors"), w, 9, NULL, NULL, 0, err, sizeof err) == LWO_SUCCESS, "%s", err);
+        CHECK(check_st_open(tpath("q2.safetensors"), &f) == LWO_SUCCESS, "%s", lwo_safetensors_last_error(f));
+        CHECK(lwo_safetensors_get_quant_info(f, "blk.weight", &qi) == LWO_SUCCESS && qi.convention == LWO_CONVENTION_COMFY_QUANT, "comfy_quant: %s", lwo_safetensors_last_error(f));
         CHECK(strcmp(qi.comfy_format, "float8_e4m3fn") == 0 && qi.weight_scale_value == 0.25f && qi.input_scale_value == 3.0f, "comfy_quant fields");
-        CHECK(lwo_safetensors_quant_info(f, "bad.weight", &qi) == LWO_ERROR_BAD_FILE && lwo_safetensors_error(f)[0], "bad comfy_quant JSON: %s", lwo_safetensors_error(f));
-        CHECK(lwo_safetensors_quant_info(f, "mis.weight", &qi) == LWO_ERROR_BAD_FILE, "format/dtype mismatch");
-        CHECK(lwo_safetensors_quant_info(f, "plain.weight", &qi) == LWO_SUCCESS && qi.format == LWO_ST_QUANT_NONE, "plain");
-        lwo_safetensors_close(f);
+        CHECK(lwo_safetensors_get_quant_info(f, "bad.weight", &qi) == LWO_ERROR_BAD_FILE && lwo_safetensors_last_error(f)[0], "bad comfy_quant JSON: %s", lwo_safetensors_last_error(f));
+        CHECK(lwo_safetensors_get_quant_info(f, "mis.weight", &qi) == LWO_ERROR_BAD_FILE, "format/dtype mismatch");
+        CHECK(lwo_safetensors_get_quant_info(f, "plain.weight", &qi) == LWO_SUCCESS && qi.convention == LWO_CONVENTION_NONE, "plain");
+        lwo_safetensors_destroy(f);
     }
     {   /* lwo int8 */
-        lwo_st_write_tensor w[5];
+        lwo_safetensors_write_tensor w[5];
         int8_t q12[12] = { 0 };
-        const char *k[1] = { "lwo.quant" }, *v[1] = { LWO_ST_QUANT_LWO_INT8_V1 };
+        const char *k[1] = { "lwo.quant" }, *v[1] = { LWO_SAFETENSORS_LWO_INT8_V1 };
         memset(w, 0, sizeof w);
-        w[0].name = "l.weight"; w[0].dtype = LWO_ST_I8; w[0].ndim = 2; w[0].shape = s34; w[0].data = q12; w[0].bytes = 12;
-        w[1].name = "l.weight_scale"; w[1].dtype = LWO_ST_F32; w[1].ndim = 1; w[1].shape = s3; w[1].data = ws3; w[1].bytes = 12;
-        w[2].name = "l.smooth"; w[2].dtype = LWO_ST_F32; w[2].ndim = 1; w[2].shape = s4; w[2].data = sm4; w[2].bytes = 16;
-        w[3].name = "m.weight"; w[3].dtype = LWO_ST_I8; w[3].ndim = 2; w[3].shape = s34; w[3].data = q12; w[3].bytes = 12;
-        w[4].name = "m.weight_scale"; w[4].dtype = LWO_ST_F32; w[4].ndim = 1; w[4].shape = s2; w[4].data = ws2; w[4].bytes = 8;
-        CHECK(lwo_safetensors_write(tpath("q3.safetensors"), w, 5, k, v, 1, err, sizeof err) == LWO_SUCCESS, "%s", err);
-        CHECK(lwo_safetensors_open(tpath("q3.safetensors"), &f) == LWO_SUCCESS, "%s", lwo_safetensors_error(f));
-        CHECK(lwo_safetensors_quant_info(f, "l.weight", &qi) == LWO_SUCCESS && qi.format == LWO_ST_QUANT_LWO_INT8, "lwo int8: %s", lwo_safetensors_error(f));
+        w[0].name = "l.weight"; w[0].dtype = LWO_DTYPE_I8; w[0].ndim = 2; w[0].shape = s34; w[0].data = q12; w[0].bytes = 12;
+        w[1].name = "l.weight_scale"; w[1].dtype = LWO_DTYPE_F32; w[1].ndim = 1; w[1].shape = s3; w[1].data = ws3; w[1].bytes = 12;
+        w[2].name = "l.smooth"; w[2].dtype = LWO_DTYPE_F32; w[2].ndim = 1; w[2].shape = s4; w[2].data = sm4; w[2].bytes = 16;
+        w[3].name = "m.weight"; w[3].dtype = LWO_DTYPE_I8; w[3].ndim = 2; w[3].shape = s34; w[3].data = q12; w[3].bytes = 12;
+        w[4].name = "m.weight_scale"; w[4].dtype = LWO_DTYPE_F32; w[4].ndim = 1; w[4].shape = s2; w[4].data = ws2; w[4].bytes = 8;
+        CHECK(check_st_write(tpath("q3.safetensors"), w, 5, k, v, 1, err, sizeof err) == LWO_SUCCESS, "%s", err);
+        CHECK(check_st_open(tpath("q3.safetensors"), &f) == LWO_SUCCESS, "%s", lwo_safetensors_last_error(f));
+        CHECK(lwo_safetensors_get_quant_info(f, "l.weight", &qi) == LWO_SUCCESS && qi.convention == LWO_CONVENTION_LWO_INT8, "lwo int8: %s", lwo_safetensors_last_error(f));
         CHECK(qi.weight_scale && qi.weight_scale->shape[0] == 3 && qi.smooth && qi.smooth->shape[0] == 4 && !qi.input_scale, "lwo int8 tensors");
-        CHECK(lwo_safetensors_quant_info(f, "m.weight", &qi) == LWO_ERROR_BAD_FILE, "wrong scale shape: %s", lwo_safetensors_error(f));
+        CHECK(lwo_safetensors_get_quant_info(f, "m.weight", &qi) == LWO_ERROR_BAD_FILE, "wrong scale shape: %s", lwo_safetensors_last_error(f));
         {   /* zero copy of the file's int8 */
-            lwo_st_converted c;
-            CHECK(lwo_safetensors_convert(lwo_safetensors_find(f, "l.weight"), LWO_STORE_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.zero_copy && !c.row_scales, "int8 zero copy");
+            lwo_safetensors_converted c;
+            CHECK(check_st_convert(lwo_safetensors_find(f, "l.weight"), LWO_FORMAT_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.zero_copy && !c.row_scales, "int8 zero copy");
         }
-        lwo_safetensors_close(f);
+        lwo_safetensors_destroy(f);
     }
 }
 
@@ -640,10 +708,10 @@ static void test_quant(void) {
 static int prep(lwo_safetensors *f, const char *name, lwo_format fmt, lwo_placement pl, lwo__st_prep *p, lwo_result want) {
     lwo_result r = lwo__st_weight_prep(f, name, fmt, pl, p);
     CHECK(r == want, "prep %.60s as %d placement %d: got %s, want %s (%.300s)", name, (int)fmt, (int)pl, lwo_result_string(r), lwo_result_string(want),
-          lwo_safetensors_error(f));
+          lwo_safetensors_last_error(f));
     if (r != LWO_SUCCESS) {
-        CHECK(strstr(lwo_safetensors_error(f), name) != NULL || strstr(lwo_safetensors_error(f), "bias") != NULL,
-              "the detail names the tensor: %.300s", lwo_safetensors_error(f));
+        CHECK(strstr(lwo_safetensors_last_error(f), name) != NULL || strstr(lwo_safetensors_last_error(f), "bias") != NULL,
+              "the detail names the tensor: %.300s", lwo_safetensors_last_error(f));
         lwo__st_prep_free(p);
     }
     return r == LWO_SUCCESS;
@@ -658,8 +726,8 @@ static void test_load(void) {
     static int32_t bi[N];
     uint64_t sNK[2] = { N, K }, sNK2[2] = { N, K2 }, sN[1] = { N }, sK[1] = { K }, s0[1] = { 0 }, sN1[1] = { N + 1 }, sj[1], sj2[1];
     const char *cq_int = "{\"format\": \"int8_blockwise\"}", *cq_e4 = "{\"format\": \"float8_e4m3fn\"}";
-    lwo_st_write_tensor w[40];
-    const char *mk_[1] = { "lwo.quant" }, *mv[1] = { LWO_ST_QUANT_LWO_INT8_V1 };
+    lwo_safetensors_write_tensor w[40];
+    const char *mk_[1] = { "lwo.quant" }, *mv[1] = { LWO_SAFETENSORS_LWO_INT8_V1 };
     char err[256];
     lwo_safetensors *f = NULL, *g = NULL;
     lwo__st_prep p;
@@ -676,54 +744,54 @@ static void test_load(void) {
     for (i = 0; i < N; i++) { bf[i] = (float)check_rand_normal(); bb[i] = lwo_ref_f32_to_bf16(bf[i]); bd[i] = bf[i]; bi[i] = i; ws[i] = 0.01f * (float)(i + 1); scales_n[i] = 1.0f; }
     for (i = 0; i < K; i++) { sm[i] = 0.5f + (float)i / K; smz[i] = i == 3 ? 0.0f : 1.0f; }
     /* file 1: plain tensors, ComfyUI scaled fp8 (the "scaled_fp8" marker), comfy_quant */
-    w[n++] = check_st_tensor("bf.weight", LWO_ST_BF16, 2, sNK, wb);
-    w[n++] = check_st_tensor("bf.bias", LWO_ST_BF16, 1, sN, bb);
-    w[n++] = check_st_tensor("bf100.weight", LWO_ST_BF16, 2, sNK2, wb2);
-    w[n++] = check_st_tensor("h.weight", LWO_ST_F16, 2, sNK, wh);
-    w[n++] = check_st_tensor("f.weight", LWO_ST_F32, 2, sNK, wf);
-    w[n++] = check_st_tensor("f.bias", LWO_ST_F32, 1, sN, bf);
-    w[n++] = check_st_tensor("d.weight", LWO_ST_F64, 2, sNK, wd);
-    w[n++] = check_st_tensor("d.bias", LWO_ST_F64, 1, sN, bd);
-    w[n++] = check_st_tensor("scaled_fp8", LWO_ST_F8_E4M3, 1, s0, NULL);
-    w[n++] = check_st_tensor("e4.weight", LWO_ST_F8_E4M3, 2, sNK, w8);
-    w[n++] = check_st_tensor("e4.scale_weight", LWO_ST_F32, 0, NULL, &half);
-    w[n++] = check_st_tensor("e4.bias", LWO_ST_F32, 1, sN, bf);
-    w[n++] = check_st_tensor("e5.weight", LWO_ST_F8_E5M2, 2, sNK, w5);
-    w[n++] = check_st_tensor("e5.scale_weight", LWO_ST_F32, 0, NULL, &half);
-    w[n++] = check_st_tensor("e4zero.weight", LWO_ST_F8_E4M3, 2, sNK, w8);
-    w[n++] = check_st_tensor("e4zero.scale_weight", LWO_ST_F32, 0, NULL, &zero);
-    w[n++] = check_st_tensor("e4neg.weight", LWO_ST_F8_E4M3, 2, sNK, w8);
-    w[n++] = check_st_tensor("e4neg.scale_weight", LWO_ST_F32, 0, NULL, &neg);
-    w[n++] = check_st_tensor("cq.weight", LWO_ST_F8_E4M3, 2, sNK, w8);
+    w[n++] = check_st_tensor("bf.weight", LWO_DTYPE_BF16, 2, sNK, wb);
+    w[n++] = check_st_tensor("bf.bias", LWO_DTYPE_BF16, 1, sN, bb);
+    w[n++] = check_st_tensor("bf100.weight", LWO_DTYPE_BF16, 2, sNK2, wb2);
+    w[n++] = check_st_tensor("h.weight", LWO_DTYPE_F16, 2, sNK, wh);
+    w[n++] = check_st_tensor("f.weight", LWO_DTYPE_F32, 2, sNK, wf);
+    w[n++] = check_st_tensor("f.bias", LWO_DTYPE_F32, 1, sN, bf);
+    w[n++] = check_st_tensor("d.weight", LWO_DTYPE_F64, 2, sNK, wd);
+    w[n++] = check_st_tensor("d.bias", LWO_DTYPE_F64, 1, sN, bd);
+    w[n++] = check_st_tensor("scaled_fp8", LWO_DTYPE_F8_E4M3, 1, s0, NULL);
+    w[n++] = check_st_tensor("e4.weight", LWO_DTYPE_F8_E4M3, 2, sNK, w8);
+    w[n++] = check_st_tensor("e4.scale_weight", LWO_DTYPE_F32, 0, NULL, &half);
+    w[n++] = check_st_tensor("e4.bias", LWO_DTYPE_F32, 1, sN, bf);
+    w[n++] = check_st_tensor("e5.weight", LWO_DTYPE_F8_E5M2, 2, sNK, w5);
+    w[n++] = check_st_tensor("e5.scale_weight", LWO_DTYPE_F32, 0, NULL, &half);
+    w[n++] = check_st_tensor("e4zero.weight", LWO_DTYPE_F8_E4M3, 2, sNK, w8);
+    w[n++] = check_st_tensor("e4zero.scale_weight", LWO_DTYPE_F32, 0, NULL, &zero);
+    w[n++] = check_st_tensor("e4neg.weight", LWO_DTYPE_F8_E4M3, 2, sNK, w8);
+    w[n++] = check_st_tensor("e4neg.scale_weight", LWO_DTYPE_F32, 0, NULL, &neg);
+    w[n++] = check_st_tensor("cq.weight", LWO_DTYPE_F8_E4M3, 2, sNK, w8);
     sj[0] = strlen(cq_e4);
     sj2[0] = strlen(cq_int);
-    w[n++] = check_st_tensor("cq.comfy_quant", LWO_ST_U8, 1, sj, cq_e4);
-    w[n++] = check_st_tensor("cq.weight_scale", LWO_ST_F32, 1, sN, ws);   /* per channel: not loaded */
-    w[n++] = check_st_tensor("cqi.weight", LWO_ST_I8, 2, sNK, q8);
-    w[n++] = check_st_tensor("cqi.comfy_quant", LWO_ST_U8, 1, sj2, cq_int);
-    w[n++] = check_st_tensor("i8plain.weight", LWO_ST_I8, 2, sNK, q8);
-    w[n++] = check_st_tensor("vec.weight", LWO_ST_F32, 1, sK, wf);
-    w[n++] = check_st_tensor("bbad.weight", LWO_ST_F32, 2, sNK, wf);
-    w[n++] = check_st_tensor("bbad.bias", LWO_ST_F32, 1, sN1, wf);
-    w[n++] = check_st_tensor("bint.weight", LWO_ST_F32, 2, sNK, wf);
-    w[n++] = check_st_tensor("bint.bias", LWO_ST_I32, 1, sN, bi);
-    w[n++] = check_st_tensor("i64.weight", LWO_ST_I64, 2, sNK, wd);
-    CHECK(lwo_safetensors_write(tpath("load1.safetensors"), w, (size_t)n, NULL, NULL, 0, err, sizeof err) == LWO_SUCCESS, "write: %s", err);
-    CHECK(lwo_safetensors_open(tpath("load1.safetensors"), &f) == LWO_SUCCESS, "open: %s", lwo_safetensors_error(f));
+    w[n++] = check_st_tensor("cq.comfy_quant", LWO_DTYPE_U8, 1, sj, cq_e4);
+    w[n++] = check_st_tensor("cq.weight_scale", LWO_DTYPE_F32, 1, sN, ws);   /* per channel: not loaded */
+    w[n++] = check_st_tensor("cqi.weight", LWO_DTYPE_I8, 2, sNK, q8);
+    w[n++] = check_st_tensor("cqi.comfy_quant", LWO_DTYPE_U8, 1, sj2, cq_int);
+    w[n++] = check_st_tensor("i8plain.weight", LWO_DTYPE_I8, 2, sNK, q8);
+    w[n++] = check_st_tensor("vec.weight", LWO_DTYPE_F32, 1, sK, wf);
+    w[n++] = check_st_tensor("bbad.weight", LWO_DTYPE_F32, 2, sNK, wf);
+    w[n++] = check_st_tensor("bbad.bias", LWO_DTYPE_F32, 1, sN1, wf);
+    w[n++] = check_st_tensor("bint.weight", LWO_DTYPE_F32, 2, sNK, wf);
+    w[n++] = check_st_tensor("bint.bias", LWO_DTYPE_I32, 1, sN, bi);
+    w[n++] = check_st_tensor("i64.weight", LWO_DTYPE_I64, 2, sNK, wd);
+    CHECK(check_st_write(tpath("load1.safetensors"), w, (size_t)n, NULL, NULL, 0, err, sizeof err) == LWO_SUCCESS, "write: %s", err);
+    CHECK(check_st_open(tpath("load1.safetensors"), &f) == LWO_SUCCESS, "open: %s", lwo_safetensors_last_error(f));
     /* file 2: lwo int8 */
     n = 0;
-    w[n++] = check_st_tensor("l.weight", LWO_ST_I8, 2, sNK, q8);
-    w[n++] = check_st_tensor("l.weight_scale", LWO_ST_F32, 1, sN, ws);
-    w[n++] = check_st_tensor("l.smooth", LWO_ST_F32, 1, sK, sm);
-    w[n++] = check_st_tensor("l.bias", LWO_ST_F32, 1, sN, bf);
-    w[n++] = check_st_tensor("ns.weight", LWO_ST_I8, 2, sNK, q8);
-    w[n++] = check_st_tensor("ns.weight_scale", LWO_ST_F32, 1, sN, ws);
-    w[n++] = check_st_tensor("z.weight", LWO_ST_I8, 2, sNK, q8);
-    w[n++] = check_st_tensor("z.weight_scale", LWO_ST_F32, 1, sN, scales_n);
-    w[n++] = check_st_tensor("z.smooth", LWO_ST_F32, 1, sK, smz);
-    CHECK(lwo_safetensors_write(tpath("load2.safetensors"), w, (size_t)n, mk_, mv, 1, err, sizeof err) == LWO_SUCCESS, "write: %s", err);
-    CHECK(lwo_safetensors_open(tpath("load2.safetensors"), &g) == LWO_SUCCESS, "open: %s", lwo_safetensors_error(g));
-    if (!f || !g || lwo_safetensors_count(f) == 0 || lwo_safetensors_count(g) == 0) { lwo_safetensors_close(f); lwo_safetensors_close(g); return; }
+    w[n++] = check_st_tensor("l.weight", LWO_DTYPE_I8, 2, sNK, q8);
+    w[n++] = check_st_tensor("l.weight_scale", LWO_DTYPE_F32, 1, sN, ws);
+    w[n++] = check_st_tensor("l.smooth", LWO_DTYPE_F32, 1, sK, sm);
+    w[n++] = check_st_tensor("l.bias", LWO_DTYPE_F32, 1, sN, bf);
+    w[n++] = check_st_tensor("ns.weight", LWO_DTYPE_I8, 2, sNK, q8);
+    w[n++] = check_st_tensor("ns.weight_scale", LWO_DTYPE_F32, 1, sN, ws);
+    w[n++] = check_st_tensor("z.weight", LWO_DTYPE_I8, 2, sNK, q8);
+    w[n++] = check_st_tensor("z.weight_scale", LWO_DTYPE_F32, 1, sN, scales_n);
+    w[n++] = check_st_tensor("z.smooth", LWO_DTYPE_F32, 1, sK, smz);
+    CHECK(check_st_write(tpath("load2.safetensors"), w, (size_t)n, mk_, mv, 1, err, sizeof err) == LWO_SUCCESS, "write: %s", err);
+    CHECK(check_st_open(tpath("load2.safetensors"), &g) == LWO_SUCCESS, "open: %s", lwo_safetensors_last_error(g));
+    if (!f || !g || lwo_safetensors_count(f) == 0 || lwo_safetensors_count(g) == 0) { lwo_safetensors_destroy(f); lwo_safetensors_destroy(g); return; }
 
     /* no context: argument errors, *out cleared */
     wout = (lwo_weight *)1;
@@ -751,31 +819,32 @@ static void test_load(void) {
     }
 
     /* policy -> format */
-    CHECK(lwo_safetensors_weight_format(f, "bf.weight", LWO_STORE_KEEP, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_BF16, "keep bf16");
-    CHECK(lwo_safetensors_weight_format(f, "h.weight", LWO_STORE_KEEP, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_F16, "keep f16");
-    CHECK(lwo_safetensors_weight_format(f, "f.weight", LWO_STORE_KEEP, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_BF16, "keep f32 -> bf16");
-    CHECK(lwo_safetensors_weight_format(f, "d.weight", LWO_STORE_KEEP, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_BF16, "keep f64 -> bf16");
-    CHECK(lwo_safetensors_weight_format(f, "e4.weight", LWO_STORE_KEEP, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_FP8_E4M3, "keep e4m3");
-    CHECK(lwo_safetensors_weight_format(f, "e5.weight", LWO_STORE_KEEP, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_FP8_E5M2, "keep e5m2");
-    CHECK(lwo_safetensors_weight_format(g, "l.weight", LWO_STORE_KEEP, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_INT8, "keep lwo int8");
-    CHECK(lwo_safetensors_weight_format(f, "i8plain.weight", LWO_STORE_KEEP, &fmt) == LWO_ERROR_UNSUPPORTED, "keep plain i8");
-    CHECK(strstr(lwo_safetensors_error(f), "i8plain.weight") != NULL, "detail: %s", lwo_safetensors_error(f));
-    CHECK(lwo_safetensors_weight_format(f, "i64.weight", LWO_STORE_KEEP, &fmt) == LWO_ERROR_UNSUPPORTED, "keep i64");
-    CHECK(lwo_safetensors_weight_format(f, "missing.weight", LWO_STORE_KEEP, &fmt) == LWO_ERROR_NOT_FOUND, "keep missing");
-    CHECK(lwo_safetensors_weight_format(f, "f.weight", LWO_STORE_BF16, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_BF16, "bf16");
-    CHECK(lwo_safetensors_weight_format(f, "f.weight", LWO_STORE_F16, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_F16, "f16");
-    CHECK(lwo_safetensors_weight_format(f, "f.weight", LWO_STORE_FP8_E4M3, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_FP8_E4M3, "e4m3");
-    CHECK(lwo_safetensors_weight_format(f, "f.weight", LWO_STORE_FP8_E5M2, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_FP8_E5M2, "e5m2");
-    CHECK(lwo_safetensors_weight_format(f, "e4.weight", LWO_STORE_INT8, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_INT8, "int8");
-    CHECK(lwo_safetensors_weight_format(f, "f.weight", LWO_STORE_F32, &fmt) == LWO_ERROR_UNSUPPORTED, "f32 is refused");
-    CHECK(strstr(lwo_safetensors_error(f), "f.weight") && strstr(lwo_safetensors_error(f), "f32"), "detail: %s", lwo_safetensors_error(f));
-    CHECK(lwo_safetensors_weight_format(f, "f.weight", (lwo_store_format)42, &fmt) == LWO_ERROR_INVALID_ARGUMENT, "bad store format");
-    CHECK(lwo_safetensors_weight_format(f, NULL, LWO_STORE_KEEP, &fmt) == LWO_ERROR_INVALID_ARGUMENT, "NULL name");
-    CHECK(lwo_safetensors_weight_format(NULL, "f.weight", LWO_STORE_KEEP, &fmt) == LWO_ERROR_INVALID_ARGUMENT, "NULL file");
+    CHECK(lwo_safetensors_weight_format(f, "bf.weight", LWO_FORMAT_KEEP, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_BF16, "keep bf16");
+    CHECK(lwo_safetensors_weight_format(f, "h.weight", LWO_FORMAT_KEEP, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_F16, "keep f16");
+    CHECK(lwo_safetensors_weight_format(f, "f.weight", LWO_FORMAT_KEEP, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_BF16, "keep f32 -> bf16");
+    CHECK(lwo_safetensors_weight_format(f, "d.weight", LWO_FORMAT_KEEP, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_BF16, "keep f64 -> bf16");
+    CHECK(lwo_safetensors_weight_format(f, "e4.weight", LWO_FORMAT_KEEP, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_FP8_E4M3, "keep e4m3");
+    CHECK(lwo_safetensors_weight_format(f, "e5.weight", LWO_FORMAT_KEEP, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_FP8_E5M2, "keep e5m2");
+    CHECK(lwo_safetensors_weight_format(g, "l.weight", LWO_FORMAT_KEEP, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_INT8, "keep lwo int8");
+    CHECK(lwo_safetensors_weight_format(f, "i8plain.weight", LWO_FORMAT_KEEP, &fmt) == LWO_ERROR_UNSUPPORTED, "keep plain i8");
+    CHECK(strstr(lwo_safetensors_last_error(f), "i8plain.weight") != NULL, "detail: %s", lwo_safetensors_last_error(f));
+    CHECK(lwo_safetensors_weight_format(f, "i64.weight", LWO_FORMAT_KEEP, &fmt) == LWO_ERROR_UNSUPPORTED, "keep i64");
+    CHECK(lwo_safetensors_weight_format(f, "missing.weight", LWO_FORMAT_KEEP, &fmt) == LWO_ERROR_NOT_FOUND, "keep missing");
+    CHECK(lwo_safetensors_weight_format(f, "f.weight", LWO_FORMAT_BF16, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_BF16, "bf16");
+    CHECK(lwo_safetensors_weight_format(f, "f.weight", LWO_FORMAT_F16, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_F16, "f16");
+    CHECK(lwo_safetensors_weight_format(f, "f.weight", LWO_FORMAT_FP8_E4M3, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_FP8_E4M3, "e4m3");
+    CHECK(lwo_safetensors_weight_format(f, "f.weight", LWO_FORMAT_FP8_E5M2, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_FP8_E5M2, "e5m2");
+    CHECK(lwo_safetensors_weight_format(f, "e4.weight", LWO_FORMAT_INT8, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_INT8, "int8");
+    CHECK(lwo_safetensors_weight_format(f, "f.weight", LWO_FORMAT_F32, &fmt) == LWO_ERROR_UNSUPPORTED, "f32 is refused");
+    CHECK(strstr(lwo_safetensors_last_error(f), "f.weight") && strstr(lwo_safetensors_last_error(f), "f32"), "detail: %s", lwo_safetensors_last_error(f));
+    CHECK(lwo_safetensors_weight_format(f, "f.weight", LWO_FORMAT_FP8_E4M3_W8A8, &fmt) == LWO_SUCCESS && fmt == LWO_FORMAT_FP8_E4M3_W8A8, "e4m3 W8A8");
+    CHECK(lwo_safetensors_weight_format(f, "f.weight", (lwo_format)42, &fmt) == LWO_ERROR_INVALID_ARGUMENT, "bad store format");
+    CHECK(lwo_safetensors_weight_format(f, NULL, LWO_FORMAT_KEEP, &fmt) == LWO_ERROR_INVALID_ARGUMENT, "NULL name");
+    CHECK(lwo_safetensors_weight_format(NULL, "f.weight", LWO_FORMAT_KEEP, &fmt) == LWO_ERROR_INVALID_ARGUMENT, "NULL file");
 
     /* plain bf16: as it is; zero copy exactly when streamable and K % 64 == 0 */
     if (prep(f, "bf.weight", LWO_FORMAT_BF16, LWO_PLACE_STREAMED, &p, LWO_SUCCESS)) {
-        const lwo_st_tensor *t = lwo_safetensors_find(f, "bf.weight"), *b = lwo_safetensors_find(f, "bf.bias");
+        const lwo_safetensors_tensor *t = lwo_safetensors_find(f, "bf.weight"), *b = lwo_safetensors_find(f, "bf.bias");
         CHECK(p.zero_copy && p.d.borrow_host && p.d.data == t->data && p.d.data_dtype == LWO_DTYPE_BF16, "bf16 streamed: zero copy");
         CHECK(p.region && (const uint8_t *)t->data >= p.region && (const uint8_t *)t->data + t->bytes <= p.region + p.region_bytes, "the region holds the tensor");
         CHECK(p.d.rows == N && p.d.cols == K && p.d.format == LWO_FORMAT_BF16 && p.d.placement == LWO_PLACE_STREAMED, "desc shape");
@@ -783,6 +852,16 @@ static void test_load(void) {
         lwo__st_prep_free(&p);
     }
     if (prep(f, "bf.weight", LWO_FORMAT_BF16, LWO_PLACE_AUTO, &p, LWO_SUCCESS)) { CHECK(p.zero_copy, "bf16 auto: zero copy"); lwo__st_prep_free(&p); }
+    /* KEEP loads as the file holds it; F32 is no weight's format */
+    if (prep(f, "bf.weight", LWO_FORMAT_KEEP, LWO_PLACE_STREAMED, &p, LWO_SUCCESS)) {
+        CHECK(p.zero_copy && p.d.format == LWO_FORMAT_BF16, "bf16 kept: zero copy as BF16 (%s)", lwo_format_name(p.d.format));
+        lwo__st_prep_free(&p);
+    }
+    if (prep(f, "e4.weight", LWO_FORMAT_KEEP, LWO_PLACE_STREAMED, &p, LWO_SUCCESS)) {
+        CHECK(p.zero_copy && p.d.format == LWO_FORMAT_FP8_E4M3 && p.d.scale == 0.5f, "e4m3 kept: zero copy as FP8_E4M3 (%s)", lwo_format_name(p.d.format));
+        lwo__st_prep_free(&p);
+    }
+    prep(f, "f.weight", LWO_FORMAT_F32, LWO_PLACE_STREAMED, &p, LWO_ERROR_UNSUPPORTED);
     if (prep(f, "bf.weight", LWO_FORMAT_BF16, LWO_PLACE_RESIDENT, &p, LWO_SUCCESS)) { CHECK(!p.zero_copy && !p.d.borrow_host, "resident: no borrow"); lwo__st_prep_free(&p); }
     if (prep(f, "bf100.weight", LWO_FORMAT_BF16, LWO_PLACE_STREAMED, &p, LWO_SUCCESS)) {
         CHECK(!p.zero_copy && p.d.data == lwo_safetensors_find(f, "bf100.weight")->data && !p.d.bias, "K = 100: no zero copy, no bias");
@@ -830,9 +909,9 @@ static void test_load(void) {
     prep(f, "e4zero.weight", LWO_FORMAT_FP8_E4M3, LWO_PLACE_STREAMED, &p, LWO_ERROR_BAD_FILE);
     prep(f, "e4neg.weight", LWO_FORMAT_BF16, LWO_PLACE_STREAMED, &p, LWO_ERROR_BAD_FILE);
     prep(f, "cq.weight", LWO_FORMAT_FP8_E4M3, LWO_PLACE_STREAMED, &p, LWO_ERROR_UNSUPPORTED);
-    CHECK(strstr(lwo_safetensors_error(f), "cq.weight_scale") != NULL, "per-channel comfy scale named: %s", lwo_safetensors_error(f));
+    CHECK(strstr(lwo_safetensors_last_error(f), "cq.weight_scale") != NULL, "per-channel comfy scale named: %s", lwo_safetensors_last_error(f));
     prep(f, "cqi.weight", LWO_FORMAT_INT8, LWO_PLACE_STREAMED, &p, LWO_ERROR_UNSUPPORTED);
-    CHECK(strstr(lwo_safetensors_error(f), "int8_blockwise") != NULL, "comfy format named: %s", lwo_safetensors_error(f));
+    CHECK(strstr(lwo_safetensors_last_error(f), "int8_blockwise") != NULL, "comfy format named: %s", lwo_safetensors_last_error(f));
     prep(f, "i8plain.weight", LWO_FORMAT_INT8, LWO_PLACE_STREAMED, &p, LWO_ERROR_UNSUPPORTED);
     prep(f, "i64.weight", LWO_FORMAT_BF16, LWO_PLACE_STREAMED, &p, LWO_ERROR_UNSUPPORTED);
     prep(f, "vec.weight", LWO_FORMAT_BF16, LWO_PLACE_STREAMED, &p, LWO_ERROR_INVALID_ARGUMENT);
@@ -844,17 +923,17 @@ static void test_load(void) {
     {   /* a file that failed to open */
         static const uint8_t junk[16] = { 4, 0, 0, 0, 0, 0, 0, 0, '{', '}', 'x', 'y' };
         lwo_safetensors *bad_f = NULL;
-        CHECK(lwo_safetensors_open_memory(junk, sizeof junk, &bad_f) != LWO_SUCCESS && bad_f, "junk is refused");
+        CHECK(check_st_open_memory(junk, sizeof junk, &bad_f) != LWO_SUCCESS && bad_f, "junk is refused");
         if (bad_f) {
             CHECK_EQ_INT(lwo__st_weight_prep(bad_f, "bf.weight", LWO_FORMAT_BF16, LWO_PLACE_AUTO, &p), LWO_ERROR_INVALID_ARGUMENT);
-            CHECK(strstr(lwo_safetensors_error(bad_f), "did not open") != NULL, "detail: %s", lwo_safetensors_error(bad_f));
+            CHECK(strstr(lwo_safetensors_last_error(bad_f), "did not open") != NULL, "detail: %s", lwo_safetensors_last_error(bad_f));
             lwo__st_prep_free(&p);
-            lwo_safetensors_close(bad_f);
+            lwo_safetensors_destroy(bad_f);
         }
     }
     /* lwo int8 */
     if (prep(g, "l.weight", LWO_FORMAT_INT8, LWO_PLACE_STREAMED, &p, LWO_SUCCESS)) {
-        const lwo_st_tensor *t = lwo_safetensors_find(g, "l.weight");
+        const lwo_safetensors_tensor *t = lwo_safetensors_find(g, "l.weight");
         CHECK(p.zero_copy && p.d.data == t->data && p.d.data_dtype == LWO_DTYPE_I8, "lwo int8 zero copy");
         CHECK(p.d.row_scales && memcmp(p.d.row_scales, ws, sizeof ws) == 0 && ((uintptr_t)p.d.row_scales & 3) == 0, "row scales (aligned copy)");
         CHECK(p.d.smooth && memcmp(p.d.smooth, sm, sizeof sm) == 0, "smooth (aligned copy)");
@@ -880,9 +959,9 @@ static void test_load(void) {
         lwo__st_prep_free(&p);
     }
     prep(g, "z.weight", LWO_FORMAT_INT8, LWO_PLACE_STREAMED, &p, LWO_ERROR_BAD_FILE);
-    CHECK(strstr(lwo_safetensors_error(g), "z.smooth") && strstr(lwo_safetensors_error(g), "element 3 "), "zero smooth named: %s", lwo_safetensors_error(g));
-    lwo_safetensors_close(f);
-    lwo_safetensors_close(g);
+    CHECK(strstr(lwo_safetensors_last_error(g), "z.smooth") && strstr(lwo_safetensors_last_error(g), "element 3 "), "zero smooth named: %s", lwo_safetensors_last_error(g));
+    lwo_safetensors_destroy(f);
+    lwo_safetensors_destroy(g);
 }
 
 /* ---- hostile inputs (issue 24): work and memory bounded by the file ------------------------- */
@@ -916,8 +995,8 @@ static lwo_safetensors *open_header(const char *h, size_t hlen, size_t ndata, ui
     lwo_safetensors *f = NULL;
     lwo_result r;
     *keep = mk(h, hlen, ndata, &n);
-    r = lwo_safetensors_open_memory(*keep, n, &f);
-    CHECK(r == want, "%s: %s (%s)", label, lwo_result_string(r), lwo_safetensors_error(f));
+    r = check_st_open_memory(*keep, n, &f);
+    CHECK(r == want, "%s: %s (%s)", label, lwo_result_string(r), lwo_safetensors_last_error(f));
     return f;
 }
 
@@ -925,6 +1004,9 @@ static lwo_safetensors *open_header(const char *h, size_t hlen, size_t ndata, ui
    loop per row (2^36 rows asked malloc for 256 GiB of row scales; 2^30 rows looped for seconds). */
 static void test_hostile_shapes(void) {
     static const unsigned long long rows[] = { 2, 1ull << 30, 1ull << 36, 1ull << 62, 0x7fffffffffffffffull };
+    /* every conversion target but INT8 (which needs a scale per row) */
+    static const lwo_format empty_ok[] = { LWO_FORMAT_KEEP, LWO_FORMAT_BF16, LWO_FORMAT_F16, LWO_FORMAT_F32, LWO_FORMAT_FP8_E4M3,
+                                           LWO_FORMAT_FP8_E5M2 };
     char h[256], want[64];
     size_t i;
     double t0 = now_s();
@@ -932,8 +1014,8 @@ static void test_hostile_shapes(void) {
     for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         uint8_t *b;
         lwo_safetensors *f;
-        const lwo_st_tensor *t;
-        lwo_st_converted c;
+        const lwo_safetensors_tensor *t;
+        lwo_safetensors_converted c;
         lwo__st_prep p;
         lwo_format lf;
         float sc[1];
@@ -943,21 +1025,21 @@ static void test_hostile_shapes(void) {
         f = open_header(h, strlen(h), 0, &b, LWO_SUCCESS, want);
         t = lwo_safetensors_find(f, "w");
         CHECK(t && t->numel == 0 && t->bytes == 0, "%s: no elements", want);
-        if (!t) { lwo_safetensors_close(f); free(b); continue; }
-        CHECK(lwo_safetensors_convert(t, LWO_STORE_INT8, NULL, 0, NULL, 0, &c) == LWO_ERROR_BAD_FILE && !c.data && !c.owned_scales,
+        if (!t) { lwo_safetensors_destroy(f); free(b); continue; }
+        CHECK(check_st_convert(t, LWO_FORMAT_INT8, NULL, 0, NULL, 0, &c) == LWO_ERROR_BAD_FILE && !c.data && !c.owned_scales,
               "%s -> int8 refused: %s", want, c.error);
         CHECK(strstr(c.error, "\"w\"") && strstr(c.error, want) && strstr(c.error, "row scales"), "the message names the tensor and its shape: %s", c.error);
-        CHECK(lwo_safetensors_convert(t, LWO_STORE_INT8, sc, 0, sc, 1, &c) == LWO_ERROR_BAD_FILE, "%s: refused with the caller's buffers too", want);
-        for (fmt = LWO_STORE_KEEP; fmt < (int)LWO_STORE_INT8; fmt++) {
-            CHECK(lwo_safetensors_convert(t, (lwo_store_format)fmt, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.bytes == 0 && !c.error[0],
-                  "%s -> %s: nothing to convert (%s)", want, lwo_store_format_name((lwo_store_format)fmt), c.error);
-            lwo_st_converted_free(&c);
+        CHECK(check_st_convert(t, LWO_FORMAT_INT8, sc, 0, sc, 1, &c) == LWO_ERROR_BAD_FILE, "%s: refused with the caller's buffers too", want);
+        for (fmt = 0; fmt < (int)(sizeof empty_ok / sizeof *empty_ok); fmt++) {
+            CHECK(check_st_convert(t, empty_ok[fmt], NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.bytes == 0 && !c.error[0],
+                  "%s -> %s: nothing to convert (%s)", want, lwo_format_name(empty_ok[fmt]), c.error);
+            lwo_safetensors_converted_destroy(&c);
         }
         CHECK(lwo__st_weight_prep(f, "w", LWO_FORMAT_INT8, LWO_PLACE_AUTO, &p) == LWO_ERROR_INVALID_ARGUMENT &&
-              strstr(lwo_safetensors_error(f), want), "%s: the loader refuses it by shape: %s", want, lwo_safetensors_error(f));
+              strstr(lwo_safetensors_last_error(f), want), "%s: the loader refuses it by shape: %s", want, lwo_safetensors_last_error(f));
         lwo__st_prep_free(&p);
-        CHECK(lwo_safetensors_weight_format(f, "w", LWO_STORE_KEEP, &lf) == LWO_SUCCESS && lf == LWO_FORMAT_BF16, "%s: KEEP is bf16", want);
-        lwo_safetensors_close(f);
+        CHECK(lwo_safetensors_weight_format(f, "w", LWO_FORMAT_KEEP, &lf) == LWO_SUCCESS && lf == LWO_FORMAT_BF16, "%s: KEEP is bf16", want);
+        lwo_safetensors_destroy(f);
         free(b);
     }
     CHECK(now_s() - t0 < 1.0, "the enormous empty shapes took %.2f s", now_s() - t0);
@@ -967,20 +1049,20 @@ static void test_hostile_shapes(void) {
                          "\"d\":{\"dtype\":\"BF16\",\"shape\":[0],\"data_offsets\":[0,0]},\"e\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}";
         uint8_t *b;
         lwo_safetensors *f = open_header(hs, strlen(hs), 16, &b, LWO_SUCCESS, "edges");
-        lwo_st_converted c;
-        CHECK(lwo_safetensors_convert(lwo_safetensors_find(f, "a"), LWO_STORE_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS &&
+        lwo_safetensors_converted c;
+        CHECK(check_st_convert(lwo_safetensors_find(f, "a"), LWO_FORMAT_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS &&
               c.rows == 1 && c.cols == 0 && c.row_scales && c.row_scales[0] == 1.0f, "[1, 0] -> one row of scale 1: %s", c.error);
-        lwo_st_converted_free(&c);
-        CHECK(lwo_safetensors_convert(lwo_safetensors_find(f, "c"), LWO_STORE_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.rows == 0, "[0, 5] -> no rows");
-        lwo_st_converted_free(&c);
-        CHECK(lwo_safetensors_convert(lwo_safetensors_find(f, "d"), LWO_STORE_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.rows == 1, "[0] -> one row");
-        lwo_st_converted_free(&c);
-        CHECK(lwo_safetensors_convert(lwo_safetensors_find(f, "e"), LWO_STORE_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.rows == 2 && c.cols == 2, "[2, 2]");
-        lwo_st_converted_free(&c);
-        CHECK(lwo_safetensors_convert(NULL, LWO_STORE_INT8, NULL, 0, NULL, 0, &c) == LWO_ERROR_INVALID_ARGUMENT && c.error[0], "NULL tensor says why");
-        CHECK(lwo_safetensors_convert(lwo_safetensors_find(f, "e"), (lwo_store_format)99, NULL, 0, NULL, 0, &c) == LWO_ERROR_INVALID_ARGUMENT &&
+        lwo_safetensors_converted_destroy(&c);
+        CHECK(check_st_convert(lwo_safetensors_find(f, "c"), LWO_FORMAT_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.rows == 0, "[0, 5] -> no rows");
+        lwo_safetensors_converted_destroy(&c);
+        CHECK(check_st_convert(lwo_safetensors_find(f, "d"), LWO_FORMAT_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.rows == 1, "[0] -> one row");
+        lwo_safetensors_converted_destroy(&c);
+        CHECK(check_st_convert(lwo_safetensors_find(f, "e"), LWO_FORMAT_INT8, NULL, 0, NULL, 0, &c) == LWO_SUCCESS && c.rows == 2 && c.cols == 2, "[2, 2]");
+        lwo_safetensors_converted_destroy(&c);
+        CHECK(check_st_convert(NULL, LWO_FORMAT_INT8, NULL, 0, NULL, 0, &c) == LWO_ERROR_INVALID_ARGUMENT && c.error[0], "NULL tensor says why");
+        CHECK(check_st_convert(lwo_safetensors_find(f, "e"), (lwo_format)99, NULL, 0, NULL, 0, &c) == LWO_ERROR_INVALID_ARGUMENT &&
               strstr(c.error, "99"), "bad target says why: %s", c.error);
-        lwo_safetensors_close(f);
+        lwo_safetensors_destroy(f);
         free(b);
     }
 }
@@ -1006,14 +1088,14 @@ static void test_hostile_keys(void) {
         for (i = 1; i < lwo_safetensors_metadata_count(f); i++)
             if (strcmp(lwo_safetensors_metadata_key(f, i - 1), lwo_safetensors_metadata_key(f, i)) >= 0) break;
         CHECK(i == NK, "keys in order (broken at %llu)", (unsigned long long)i);
-        lwo_safetensors_close(f);
+        lwo_safetensors_destroy(f);
         free(b);
         free(h);
     }
     h = meta_header(NK, 1, 1, &len);
     f = open_header(h, len, 0, &b, LWO_ERROR_BAD_FILE, "a duplicate key at the end");
-    CHECK(f && strstr(lwo_safetensors_error(f), "duplicate metadata key \"k0\""), "names the key: %s", lwo_safetensors_error(f));
-    lwo_safetensors_close(f); free(b); free(h);
+    CHECK(f && strstr(lwo_safetensors_last_error(f), "duplicate metadata key \"k0\""), "names the key: %s", lwo_safetensors_last_error(f));
+    lwo_safetensors_destroy(f); free(b); free(h);
     h = (char *)malloc(16 + (size_t)NT * 64);
     k = (size_t)sprintf(h, "{");
     for (i = 0; i < NT; i++)
@@ -1023,7 +1105,7 @@ static void test_hostile_keys(void) {
     f = open_header(h, k, 0, &b, LWO_SUCCESS, "50k tensors");
     CHECK(now_s() - t0 < 1.0 && lwo_safetensors_count(f) == NT && lwo_safetensors_find(f, "t1") && lwo_safetensors_find(f, "t50000"),
           "50k empty tensors: %.2f s", now_s() - t0);
-    lwo_safetensors_close(f); free(b); free(h);
+    lwo_safetensors_destroy(f); free(b); free(h);
     {   /* the writer: 200,000 keys given in descending order, each value still beside its key */
         const char **ks = (const char **)malloc(NK * sizeof *ks), **vs = (const char **)malloc(NK * sizeof *vs);
         char *pool = (char *)malloc((size_t)NK * 24), err[256];
@@ -1033,13 +1115,13 @@ static void test_hostile_keys(void) {
             vs[i] = pool + at; at += (size_t)sprintf(pool + at, "v%llu", (unsigned long long)(NK - 1 - i)) + 1;
         }
         t0 = now_s();
-        CHECK(lwo_safetensors_write(tpath("keys.safetensors"), NULL, 0, ks, vs, NK, err, sizeof err) == LWO_SUCCESS, "%s", err);
+        CHECK(check_st_write(tpath("keys.safetensors"), NULL, 0, ks, vs, NK, err, sizeof err) == LWO_SUCCESS, "%s", err);
         CHECK(now_s() - t0 < 2.0, "writing %d metadata keys took %.2f s", NK, now_s() - t0);
-        CHECK(lwo_safetensors_open(tpath("keys.safetensors"), &f) == LWO_SUCCESS && lwo_safetensors_metadata_count(f) == NK, "%s", lwo_safetensors_error(f));
+        CHECK(check_st_open(tpath("keys.safetensors"), &f) == LWO_SUCCESS && lwo_safetensors_metadata_count(f) == NK, "%s", lwo_safetensors_last_error(f));
         for (i = 0; i < lwo_safetensors_metadata_count(f); i++)
             if (strcmp(lwo_safetensors_metadata_key(f, i) + 1, lwo_safetensors_metadata_value(f, i) + 1) != 0) bad++;
         CHECK(bad == 0, "every value beside its key (%llu wrong)", (unsigned long long)bad);
-        lwo_safetensors_close(f);
+        lwo_safetensors_destroy(f);
         free(ks); free(vs); free(pool);
     }
 }
@@ -1088,10 +1170,10 @@ static void test_hostile_names(void) {
     int8_t q[4] = { 1, -2, 3, -4 };
     float ws[2] = { 0.5f, 0.25f }, sm[2] = { 1.0f, 2.0f }, bias[2] = { 1.0f, -1.0f };
     uint64_t s22[2] = { 2, 2 }, s2[1] = { 2 };
-    lwo_st_write_tensor w[4];
-    const char *k[1] = { "lwo.quant" }, *v[1] = { LWO_ST_QUANT_LWO_INT8_V1 };
+    lwo_safetensors_write_tensor w[4];
+    const char *k[1] = { "lwo.quant" }, *v[1] = { LWO_SAFETENSORS_LWO_INT8_V1 };
     lwo_safetensors *f = NULL;
-    lwo_st_quant qi;
+    lwo_safetensors_quant qi;
     lwo__st_prep p;
     int i;
     for (i = 0; i < 4; i++) {
@@ -1099,28 +1181,28 @@ static void test_hostile_names(void) {
         memset(nm[i], 'n', L);
         strcpy(nm[i] + L, suffix[i]);
     }
-    w[0] = check_st_tensor(nm[0], LWO_ST_I8, 2, s22, q);
-    w[1] = check_st_tensor(nm[1], LWO_ST_F32, 1, s2, ws);
-    w[2] = check_st_tensor(nm[2], LWO_ST_F32, 1, s2, sm);
-    w[3] = check_st_tensor(nm[3], LWO_ST_F32, 1, s2, bias);
-    CHECK(lwo_safetensors_write(tpath("long.safetensors"), w, 4, k, v, 1, err, sizeof err) == LWO_SUCCESS, "%s", err);
-    CHECK(lwo_safetensors_open(tpath("long.safetensors"), &f) == LWO_SUCCESS, "%s", lwo_safetensors_error(f));
-    CHECK(lwo_safetensors_quant_info(f, nm[0], &qi) == LWO_SUCCESS && qi.format == LWO_ST_QUANT_LWO_INT8 && qi.weight_scale && qi.smooth,
-          "a 64 KiB name keeps its int8 convention (%d)", (int)qi.format);
+    w[0] = check_st_tensor(nm[0], LWO_DTYPE_I8, 2, s22, q);
+    w[1] = check_st_tensor(nm[1], LWO_DTYPE_F32, 1, s2, ws);
+    w[2] = check_st_tensor(nm[2], LWO_DTYPE_F32, 1, s2, sm);
+    w[3] = check_st_tensor(nm[3], LWO_DTYPE_F32, 1, s2, bias);
+    CHECK(check_st_write(tpath("long.safetensors"), w, 4, k, v, 1, err, sizeof err) == LWO_SUCCESS, "%s", err);
+    CHECK(check_st_open(tpath("long.safetensors"), &f) == LWO_SUCCESS, "%s", lwo_safetensors_last_error(f));
+    CHECK(lwo_safetensors_get_quant_info(f, nm[0], &qi) == LWO_SUCCESS && qi.convention == LWO_CONVENTION_LWO_INT8 && qi.weight_scale && qi.smooth,
+          "a 64 KiB name keeps its int8 convention (%d)", (int)qi.convention);
     if (prep(f, nm[0], LWO_FORMAT_INT8, LWO_PLACE_AUTO, &p, LWO_SUCCESS)) {
         CHECK(p.bias && p.d.bias && p.d.row_scales && p.d.smooth, "and its bias");
         lwo__st_prep_free(&p);
     }
-    CHECK(lwo_safetensors_quant_info(f, "nnn.weight", &qi) == LWO_ERROR_NOT_FOUND && strlen(lwo_safetensors_error(f)) < 400, "short message");
-    lwo_safetensors_close(f);
+    CHECK(lwo_safetensors_get_quant_info(f, "nnn.weight", &qi) == LWO_ERROR_NOT_FOUND && strlen(lwo_safetensors_last_error(f)) < 400, "short message");
+    lwo_safetensors_destroy(f);
     {   /* an error about a long name quotes 300 bytes of it */
         size_t n;
         char *h = (char *)malloc(L + 128);
         uint8_t *b;
         sprintf(h, "{\"%s\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", nm[0]);
         b = mk(h, strlen(h), 4, &n);
-        CHECK(lwo_safetensors_open_memory(b, n, &f) == LWO_ERROR_BAD_FILE && strlen(lwo_safetensors_error(f)) < 700, "long name, short message");
-        lwo_safetensors_close(f);
+        CHECK(check_st_open_memory(b, n, &f) == LWO_ERROR_BAD_FILE && strlen(lwo_safetensors_last_error(f)) < 700, "long name, short message");
+        lwo_safetensors_destroy(f);
         free(b);
         free(h);
     }
@@ -1146,22 +1228,22 @@ static void test_special_files(void) {
     signal(SIGALRM, on_alarm);
     alarm(30);
     CHECK(mkfifo(fifo, 0600) == 0 && symlink(fifo, link) == 0 && symlink(tmpdir, dlink) == 0, "make the special files");
-    CHECK(lwo_safetensors_open(fifo, &f) == LWO_ERROR_IO && strstr(lwo_safetensors_error(f), "a FIFO") && strstr(lwo_safetensors_error(f), fifo),
-          "a FIFO is refused, not waited on: %s", lwo_safetensors_error(f));
-    lwo_safetensors_close(f);
-    CHECK(lwo_safetensors_open(link, &f) == LWO_ERROR_IO && strstr(lwo_safetensors_error(f), "a FIFO"), "a link to a FIFO: %s", lwo_safetensors_error(f));
-    lwo_safetensors_close(f);
-    CHECK(lwo_safetensors_open(dlink, &f) == LWO_ERROR_IO && strstr(lwo_safetensors_error(f), "a directory"), "a link to a directory: %s", lwo_safetensors_error(f));
-    lwo_safetensors_close(f);
+    CHECK(check_st_open(fifo, &f) == LWO_ERROR_IO && strstr(lwo_safetensors_last_error(f), "a FIFO") && strstr(lwo_safetensors_last_error(f), fifo),
+          "a FIFO is refused, not waited on: %s", lwo_safetensors_last_error(f));
+    lwo_safetensors_destroy(f);
+    CHECK(check_st_open(link, &f) == LWO_ERROR_IO && strstr(lwo_safetensors_last_error(f), "a FIFO"), "a link to a FIFO: %s", lwo_safetensors_last_error(f));
+    lwo_safetensors_destroy(f);
+    CHECK(check_st_open(dlink, &f) == LWO_ERROR_IO && strstr(lwo_safetensors_last_error(f), "a directory"), "a link to a directory: %s", lwo_safetensors_last_error(f));
+    lwo_safetensors_destroy(f);
     if (access("/dev/null", R_OK) == 0) {
-        CHECK(lwo_safetensors_open("/dev/null", &f) == LWO_ERROR_IO && strstr(lwo_safetensors_error(f), "a character device"), "/dev/null: %s", lwo_safetensors_error(f));
-        lwo_safetensors_close(f);
+        CHECK(check_st_open("/dev/null", &f) == LWO_ERROR_IO && strstr(lwo_safetensors_last_error(f), "a character device"), "/dev/null: %s", lwo_safetensors_last_error(f));
+        lwo_safetensors_destroy(f);
     }
     {
         const char *paths[2];
         paths[0] = tpath("long.safetensors"); paths[1] = fifo;
-        CHECK(lwo_safetensors_open_many(paths, 2, &f) == LWO_ERROR_IO && strstr(lwo_safetensors_error(f), "a FIFO"), "a FIFO among shards: %s", lwo_safetensors_error(f));
-        lwo_safetensors_close(f);
+        CHECK(check_st_open_many(paths, 2, &f) == LWO_ERROR_IO && strstr(lwo_safetensors_last_error(f), "a FIFO"), "a FIFO among shards: %s", lwo_safetensors_last_error(f));
+        lwo_safetensors_destroy(f);
     }
     alarm(0);
     signal(SIGALRM, SIG_DFL);
@@ -1178,27 +1260,27 @@ static void test_shrink(void) {
     uint8_t *big = (uint8_t *)malloc(BIG);
     float two[2] = { 1.5f, -2.5f };
     uint64_t sb[1] = { BIG }, s2[1] = { 2 };
-    lwo_st_write_tensor w[2];
+    lwo_safetensors_write_tensor w[2];
     const char *k[1] = { "note" }, *v[1] = { "kept" };
     char err[256];
     const char *path = tpath("shrink.safetensors");
     lwo_safetensors *f = NULL, *g = NULL;
-    const lwo_st_tensor *t;
-    lwo_st_quant qi;
+    const lwo_safetensors_tensor *t;
+    lwo_safetensors_quant qi;
     int st = 0;
     pid_t pid;
     memset(big, 0x5a, BIG);
-    w[0] = check_st_tensor("big", LWO_ST_U8, 1, sb, big);
-    w[1] = check_st_tensor("small", LWO_ST_F32, 1, s2, two);
-    CHECK(lwo_safetensors_write(path, w, 2, k, v, 1, err, sizeof err) == LWO_SUCCESS, "%s", err);
-    CHECK(lwo_safetensors_open(path, &f) == LWO_SUCCESS, "%s", lwo_safetensors_error(f));
+    w[0] = check_st_tensor("big", LWO_DTYPE_U8, 1, sb, big);
+    w[1] = check_st_tensor("small", LWO_DTYPE_F32, 1, s2, two);
+    CHECK(check_st_write(path, w, 2, k, v, 1, err, sizeof err) == LWO_SUCCESS, "%s", err);
+    CHECK(check_st_open(path, &f) == LWO_SUCCESS, "%s", lwo_safetensors_last_error(f));
     t = lwo_safetensors_find(f, "big");
     CHECK(t && t->offset + t->bytes > 8192, "big lies past the first pages");
     CHECK(truncate(path, 4096) == 0, "truncate");
     /* what open decoded lives in lwo's memory */
     CHECK(lwo_safetensors_find(f, "big") == t && lwo_safetensors_count(f) == 2 && t->shape[0] == BIG, "lookups after the shrink");
     CHECK(lwo_safetensors_metadata_find(f, "note") && strcmp(lwo_safetensors_metadata_find(f, "note"), "kept") == 0, "metadata after the shrink");
-    CHECK(lwo_safetensors_quant_info(f, "big", &qi) == LWO_SUCCESS, "quant_info reads no tensor data");
+    CHECK(lwo_safetensors_get_quant_info(f, "big", &qi) == LWO_SUCCESS, "quant_info reads no tensor data");
     fflush(stdout);
     pid = fork();
     if (pid == 0) {   /* no handler: reading a lost page kills with SIGBUS */
@@ -1221,20 +1303,20 @@ static void test_shrink(void) {
         _exit(0);
     }
     CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 7, "a caller's SIGBUS handler catches it (status 0x%x)", st);
-    CHECK(lwo_safetensors_open(path, &g) == LWO_ERROR_BAD_FILE && strstr(lwo_safetensors_error(g), "past the end"), "reopened, the shrunk file is refused: %s",
-          lwo_safetensors_error(g));
-    lwo_safetensors_close(g);
-    lwo_safetensors_close(f);
+    CHECK(check_st_open(path, &g) == LWO_ERROR_BAD_FILE && strstr(lwo_safetensors_last_error(g), "past the end"), "reopened, the shrunk file is refused: %s",
+          lwo_safetensors_last_error(g));
+    lwo_safetensors_destroy(g);
+    lwo_safetensors_destroy(f);
     /* replaced by rename while open: the old mapping keeps the old bytes */
-    CHECK(lwo_safetensors_write(path, w, 2, k, v, 1, err, sizeof err) == LWO_SUCCESS, "%s", err);
-    CHECK(lwo_safetensors_open(path, &f) == LWO_SUCCESS, "%s", lwo_safetensors_error(f));
+    CHECK(check_st_write(path, w, 2, k, v, 1, err, sizeof err) == LWO_SUCCESS, "%s", err);
+    CHECK(check_st_open(path, &f) == LWO_SUCCESS, "%s", lwo_safetensors_last_error(f));
     memset(big, 0xa5, BIG);
-    CHECK(lwo_safetensors_write(path, w, 2, k, v, 1, err, sizeof err) == LWO_SUCCESS, "rewrite: %s", err);
+    CHECK(check_st_write(path, w, 2, k, v, 1, err, sizeof err) == LWO_SUCCESS, "rewrite: %s", err);
     t = lwo_safetensors_find(f, "big");
     CHECK(t && ((const uint8_t *)t->data)[0] == 0x5a && ((const uint8_t *)t->data)[BIG - 1] == 0x5a, "the open file still reads its own bytes");
-    CHECK(lwo_safetensors_open(path, &g) == LWO_SUCCESS && ((const uint8_t *)lwo_safetensors_find(g, "big")->data)[0] == 0xa5, "a new open reads the new file");
-    lwo_safetensors_close(g);
-    lwo_safetensors_close(f);
+    CHECK(check_st_open(path, &g) == LWO_SUCCESS && ((const uint8_t *)lwo_safetensors_find(g, "big")->data)[0] == 0xa5, "a new open reads the new file");
+    lwo_safetensors_destroy(g);
+    lwo_safetensors_destroy(f);
     free(big);
 }
 

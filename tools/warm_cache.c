@@ -85,7 +85,7 @@ int main(int argc, char **argv) {
                 opts[0] = "--fmad=false"; opts[1] = def; opts[2] = NULL;
                 rc = warm_one(&ctx, lwo__kernel_source_parts, nparts, "lwo_gemm.cu", opts, lwo__gemm_variants[i - 1]);
             } else {
-                /* dit_module_compile hands lwo_module_compile the joined source as one part */
+                /* dit_module_create hands lwo_module_create the joined source as one part */
                 static const char *const dopts[] = { "--fmad=false", NULL };
                 char *src = join_parts(dit_kernel_source_parts, sizeof dit_kernel_source_parts / sizeof *dit_kernel_source_parts);
                 const char *one[1];
