@@ -59,9 +59,9 @@ $(B)/link-test-cxx: tests/test_link_a.c tests/test_link_b.c $(HDR) | $(B)
 	$(CXX) $(CXXFLAGS) -x c++ -o $@ tests/test_link_a.c tests/test_link_b.c $(LIBS)
 
 # CPU test programs: tests/test_<name>.c -> build/test_<name> (gcc), -cxx (g++), -clang, -san (ASan+UBSan)
-CPU_TESTS := cpu nvrtc plan gemm safetensors platform
+CPU_TESTS := cpu nvrtc plan gemm safetensors platform lora
 CPU_BINS  := $(foreach t,$(CPU_TESTS),$(B)/test_$(t) $(B)/test_$(t)-cxx $(B)/test_$(t)-clang)
-SAN_TESTS := cpu plan gemm safetensors platform
+SAN_TESTS := cpu plan gemm safetensors platform lora
 SAN_BINS  := $(foreach t,$(SAN_TESTS),$(B)/test_$(t)-san)
 $(B)/test_%: tests/test_%.c tests/check.h $(HDR) | $(B)
 	$(CC) $(CFLAGS) -o $@ $< $(LIBS)
@@ -160,12 +160,14 @@ $(B)/test_gpu_safetensors: tests/test_gpu_safetensors.c tests/check.h $(HDR) | $
 	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
 $(B)/test_gpu_plan: tests/test_gpu_plan.c tests/check.h $(HDR) | $(B)
 	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
+$(B)/test_gpu_lora: tests/test_gpu_lora.c tests/check.h $(HDR) | $(B)
+	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
 $(B)/bench_gemm: tests/bench_gemm.c $(HDR) | $(B)
 	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
 $(B)/bench_stream: tests/bench_stream.c $(HDR) | $(B)
 	$(CC) $(GPU_CFLAGS) -o $@ $< $(LIBS)
 GPU_TESTS := $(B)/test_gpu $(B)/test_gpu_gemm $(B)/test_gpu_graphs $(B)/test_gpu_stream $(B)/test_gpu_safetensors $(B)/test_gpu_plan \
-             $(B)/test_dit_selftest
+             $(B)/test_gpu_lora $(B)/test_dit_selftest
 GPU_BINS  := $(GPU_TESTS) $(B)/hello $(B)/diffuse $(B)/bench_dit $(B)/bench $(B)/bench_gemm $(B)/bench_stream
 gpu-build: $(GPU_BINS)
 test-gpu: $(GPU_BINS)

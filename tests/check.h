@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
+#include <math.h>
 static int check_passed, check_failed;
 #define CHECK(cond, ...) do { if (cond) check_passed++; else { check_failed++; \
     printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); printf(__VA_ARGS__); printf("\n"); } } while (0)
@@ -163,6 +164,43 @@ static inline lwo_result check_ref_linear(const void *x, lwo_dtype xt, uint64_t 
     d.x = x; d.x_dtype = xt; d.ldx = ldx; d.w = w; d.w_dtype = wt; d.ldw = ldw; d.M = M; d.N = N; d.K = K;
     d.x_scales = sx; d.w_scales = sw; d.bias = bias; d.y = y; d.y_dtype = yt;
     return lwo_ref_linear(&d);
+}
+/* The LoRA side path's reference (lwo.h, Public API 9): y [M, N] of yt holds x W^T + bias as the GPU
+   computed it; n LoRAs, LoRA i with down_i [rank_i, K] and up_i [N, rank_i] in dt (x's dtype) and
+   scale s_i, are added as lwo_linear adds them: t = dt(s_r * x A^T), d = t B^T, y = yt(y + d) where
+   d != 0. mag (optional, [M, N]) gets sum_r |t[m, r] B[n, r]|, the size a tolerance scales with.
+   Returns 0 when out of host memory. */
+static inline int check_ref_lora(const void *x, lwo_dtype dt, uint64_t M, uint64_t K, uint64_t N, size_t n,
+                                 const void *const *downs, const void *const *ups, const uint64_t *ranks, const float *scales,
+                                 void *y, lwo_dtype yt, double *mag) {
+    uint64_t R = 0, off = 0, m, j, r;
+    size_t i;
+    uint16_t *t, *bcat;
+    float *ti, *sw, *d;
+    for (i = 0; i < n; i++) R += ranks[i];
+    t = (uint16_t *)malloc((size_t)(M * R * 2 + 2)); bcat = (uint16_t *)malloc((size_t)(N * R * 2 + 2));
+    ti = (float *)malloc((size_t)(M * R * 4 + 4)); sw = (float *)malloc((size_t)(R * 4 + 4)); d = (float *)malloc((size_t)(M * N * 4 + 4));
+    if (!t || !bcat || !ti || !sw || !d) { free(t); free(bcat); free(ti); free(sw); free(d); return 0; }
+    for (i = 0; i < n; i++) {
+        for (r = 0; r < ranks[i]; r++) sw[r] = scales[i];
+        check_ref_linear(x, dt, K, downs[i], dt, K, M, ranks[i], K, NULL, sw, NULL, ti, dt);   /* ti as dt [M, rank_i] */
+        for (m = 0; m < M; m++) memcpy(t + m * R + off, (uint16_t *)ti + m * ranks[i], (size_t)ranks[i] * 2);
+        for (j = 0; j < N; j++) memcpy(bcat + j * R + off, (const uint16_t *)ups[i] + j * ranks[i], (size_t)ranks[i] * 2);
+        off += ranks[i];
+    }
+    check_ref_linear(t, dt, R, bcat, dt, R, M, N, R, NULL, NULL, NULL, d, LWO_DTYPE_F32);
+    for (m = 0; m < M; m++)
+        for (j = 0; j < N; j++) {
+            float dv = d[m * N + j];
+            if (dv != 0.0f) lwo_ref_store(y, yt, m * N + j, lwo_ref_load(y, yt, m * N + j) + dv);
+            if (mag) {
+                double s = 0;
+                for (r = 0; r < R; r++) s += fabs((double)lwo_ref_load(t, dt, m * R + r) * (double)lwo_ref_load(bcat, dt, j * R + r));
+                mag[m * N + j] = s;
+            }
+        }
+    free(t); free(bcat); free(ti); free(sw); free(d);
+    return 1;
 }
 /* A tensor entry for lwo_safetensors_write (the safetensors tests write their own checkpoints). */
 static inline lwo_safetensors_write_tensor check_st_tensor(const char *name, lwo_dtype dt, int ndim, const uint64_t *shape, const void *data) {

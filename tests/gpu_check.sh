@@ -53,7 +53,7 @@ if has build; then
                 || { row build FAIL $secs "$(tail -n 3 "$O/build.log" | tr '\n|' ' /')"; }
 fi
 if has tests; then
-  for t in test_gpu test_gpu_gemm test_gpu_graphs test_gpu_stream test_gpu_safetensors test_gpu_plan test_dit_selftest; do
+  for t in test_gpu test_gpu_gemm test_gpu_graphs test_gpu_stream test_gpu_safetensors test_gpu_plan test_gpu_lora test_dit_selftest; do
     run $t 240 "$O/$t.log" build/$t
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$O/$t.log" | tail -n 1)
     if [ $rc -eq 0 ] && [ -n "$line" ]; then row $t PASS $secs "$line"

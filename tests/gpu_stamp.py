@@ -120,7 +120,7 @@ def parse(text):
 
 # every row a whole gpu-check has (tests/gpu_check.sh); merged partial stamps must cover them all
 ROWS = ("build test_gpu test_gpu_gemm test_gpu_graphs test_gpu_stream test_gpu_safetensors test_gpu_plan "
-        "test_dit_selftest memcheck racecheck demo bench-dit bench bench-gemm bench-stream").split()
+        "test_gpu_lora test_dit_selftest memcheck racecheck demo bench-dit bench bench-gemm bench-stream").split()
 
 
 def stamp_text(table, gpu):
