@@ -210,6 +210,7 @@ bench-dit: $(B)/bench_dit
 demo: $(B)/hello $(B)/diffuse
 	$(B)/hello
 	$(B)/diffuse --out $(B)/diffuse.png --raw $(B)/diffuse.f32
+	$(B)/diffuse --lora examples/tiny_dit_lora.safetensors --out $(B)/diffuse-lora.png --raw $(B)/diffuse-lora.f32
 
 clean:
 	rm -rf $(B)

@@ -492,6 +492,12 @@ LWO_API lwo_result lwo_lora_detach(lwo_context *ctx, lwo_lora *lora);
    stored W, once). No side path and no handle afterwards: the strength is fixed and it cannot be
    taken out. The fastest way to run a LoRA that never changes on a weight kept in 16 bits. */
 LWO_API lwo_result lwo_lora_merge(lwo_context *ctx, lwo_weight *w, const lwo_lora_desc *desc);
+/* Sizing, with no context: the VRAM the LoRAs of total rank `rank` take on a weight made from
+   `weight` (the side by side factors and their scales, rounded as the arena rounds), and the
+   context's scratch that rank needs (one for all weights: budget the largest). 0 for a rank of 0
+   or a desc lwo_weight_create would reject. */
+LWO_API uint64_t lwo_lora_device_bytes(const lwo_weight_desc *weight, uint64_t rank);
+LWO_API uint64_t lwo_lora_scratch_bytes(uint64_t rank);
 
 /* ==== Public API 10. Streaming ================================================================ */
 /* Which weights stay resident and how large a staging ring the rest stream through, under a budget.
@@ -598,7 +604,8 @@ LWO_API lwo_result lwo_weight_release(lwo_context *ctx, lwo_stream *stream, cons
    launches it; later ones point its kernels at the new x, y, bias and workspace and launch it. Not
    inside a capture of the stream (the plain kernels join the caller's graph); a failed capture or
    update means plain launches for that weight from then on (logged at INFO,
-   lwo_stats.linear_graph_fallbacks). */
+   lwo_stats.linear_graph_fallbacks).
+   A weight with LoRAs (section 9) adds their side path to y after W's GEMM, on the same stream. */
 typedef struct lwo_linear_desc {
     lwo_stream *stream;        /* NULL = the compute stream */
     const lwo_tensor *x;       /* required */
@@ -612,7 +619,9 @@ LWO_API lwo_result lwo_linear(lwo_context *ctx, const lwo_linear_desc *desc);
    stream is idle and records everything enqueued on it (and the transfers it waits on) until
    capture_end. Needs pinned or registered host homes (graphs cannot copy from pageable memory).
    Run the pass once before capturing it: the first use of a GEMM format loads its module and
-   lwo_linear may grow its workspace, and neither can happen inside a capture. */
+   lwo_linear may grow its workspace, and neither can happen inside a capture. A LoRA's strength
+   may change between launches; attaching or detaching one makes lwo_graph_launch refuse graphs
+   captured before (LWO_ERROR_INVALID_ARGUMENT): capture again. */
 LWO_API lwo_result lwo_graph_capture_begin(lwo_context *ctx);
 LWO_API lwo_result lwo_graph_capture_end(lwo_context *ctx, lwo_graph **out);
 LWO_API lwo_result lwo_graph_launch(lwo_context *ctx, lwo_graph *g);
@@ -4792,6 +4801,19 @@ LWO_DEF uint64_t lwo_weight_device_bytes(const lwo_weight_desc *d) {
 
 /* ---- LoRA: attach, strength, detach, merge, and lwo_linear's side path ----------------------- */
 #define LWO__LORA_ROWS 8192   /* rows of x one side-path chunk takes, where the scratch has room */
+
+LWO_DEF uint64_t lwo_lora_device_bytes(const lwo_weight_desc *d, uint64_t rank) {
+    uint64_t Kp, R8, Rk;
+    if (rank == 0 || !lwo__weight_shape_ok(d)) return 0;
+    Kp = lwo__kpad(d->cols, d->hadamard ? lwo__hadamard_log(d->hadamard) : 0);
+    R8 = lwo__round_up(rank, 8);
+    Rk = lwo__round_up(R8, 64);
+    return lwo__round_up(R8 * Kp * 2, LWO__ALIGN) + lwo__round_up(d->rows * Rk * 2, LWO__ALIGN) + lwo__round_up(R8 * 4, LWO__ALIGN);
+}
+
+LWO_DEF uint64_t lwo_lora_scratch_bytes(uint64_t rank) {
+    return rank ? lwo__round_up(LWO__LORA_ROWS * lwo__round_up(rank, 8) * 2, LWO__ALIGN) : 0;
+}
 
 /* The LoRAs' dtype on weight w: a 16-bit weight's own (its x has that dtype), else the asked one. */
 static lwo_dtype lwo__lora_dtype(const lwo_weight *w, lwo_dtype asked) {

@@ -319,7 +319,8 @@ static lwo_result bench_open(bench *b, const bench_cfg *c, const char *fmt, cons
 }
 
 typedef struct bench_row {
-    char format[16], budget[32];
+    char format[24], budget[32];
+    int lora_rank;    /* a LoRA of this rank on every linear (0: none) */
     double s_step, s_eager, wait_frac, gbs, bound_s, vram_gib, resident_gib, streamed_gib;
     int ok;
 } bench_row;
@@ -393,6 +394,19 @@ static lwo_result bench_budget(bench *b, uint64_t budget, double h2d, bench_row 
     return LWO_SUCCESS;
 }
 
+/* A LoRA of `rank` on every linear: random bf16 factors (the shared numbers), strength 1. */
+static lwo_result attach_loras(bench *b, const uint16_t *rnd, uint64_t rank) {
+    int i;
+    for (i = 0; i < b->nw; i++) {
+        lwo_lora_desc ld;
+        lwo_lora *l;
+        memset(&ld, 0, sizeof ld);
+        ld.rank = rank; ld.down = rnd + 1; ld.up = rnd + 3; ld.dtype = LWO_DTYPE_BF16; ld.strength = 1.0f;
+        B_TRY(lwo_lora_attach(b->ctx, b->w[i], &ld, &l), "lwo_lora_attach");
+    }
+    return LWO_SUCCESS;
+}
+
 /* Milliseconds of one attention of a block (what k_attn enqueues: the bf16 conversion and the
    flash kernel), and in *flash_ms of the flash kernel alone (0 below sm_80, where the plain kernel
    runs); each the mean of 10 launches after a warm one. */
@@ -423,13 +437,18 @@ static double attention_ms(bench *b, double *flash_ms) {
 static void usage(FILE *f) {
     fprintf(f, "usage: bench_dit [--formats bf16,fp8,int8] [--budgets 8192,16384,all] (MiB) [--steps 3] [--tokens-txt 512]\n"
                "                 [--tokens-img 4096] [--slots N] [--no-attention] [--quick] [--verbose]\n"
+               "                 [--lora-ranks 32,128] [--lora-formats int8]\n"
+               "  --lora-ranks: then each of --lora-formats (default: every format) again with a LoRA of each rank on every\n"
+               "  linear, under the smallest budget, against the same step without\n"
                "  fp8 = fp8-w8a8 on compute capability 8.9+, else fp8-upcast; --quick: a small model (hidden 1024, 2 + 4 blocks,\n"
                "  1024 tokens, budgets 96,192,all MiB) to check the program itself; --slots: most staging slots (lwo_desc.max_slots)\n");
 }
 
 int main(int argc, char **argv) {
     bench_cfg c;
-    const char *formats = "bf16,fp8,int8", *budgets = NULL;
+    const char *formats = "bf16,fp8,int8", *budgets = NULL, *lora_formats = NULL;
+    uint64_t lora_ranks[4];
+    int nlora = 0;
     char list[256], *tok, *save = NULL;
     bench_row rows[64];
     int nrows = 0, i, verbose = 0, quick = 0, failed = 0;
@@ -445,6 +464,19 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--help")) { usage(stdout); return 0; }
         else if (v && !strcmp(a, "--formats")) { formats = v; i++; }
         else if (v && !strcmp(a, "--budgets")) { budgets = v; i++; }
+        else if (v && !strcmp(a, "--lora-formats")) { lora_formats = v; i++; }
+        else if (v && !strcmp(a, "--lora-ranks")) {
+            char rl[64], *rt, *rs = NULL;
+            snprintf(rl, sizeof rl, "%s", v);
+            for (rt = strtok_r(rl, ",", &rs); rt; rt = strtok_r(NULL, ",", &rs)) {
+                unsigned long long u;
+                errno = 0;
+                u = strtoull(rt, &end, 10);
+                if (errno || *end || u < 1 || u > 1024 || nlora == 4) { fprintf(stderr, "bench_dit: --lora-ranks %s: want up to 4 ranks 1 .. 1024\n", v); return 2; }
+                lora_ranks[nlora++] = u;
+            }
+            i++;
+        }
         else if (v && (!strcmp(a, "--steps") || !strcmp(a, "--tokens-txt") || !strcmp(a, "--tokens-img") || !strcmp(a, "--slots"))) {
             unsigned long long u;
             errno = 0;
@@ -513,8 +545,21 @@ int main(int argc, char **argv) {
                 else snprintf(r->budget, sizeof r->budget, "%llu MiB", (unsigned long long)mibs[j]);
                 if (bench_budget(&b, mibs[j] == UINT64_MAX ? 0 : mibs[j] << 20, h2d, r)) failed++;
             }
+            bench_close(&b);
+            /* with LoRAs, under the smallest budget: a fresh context each, so the plan of the run
+               before holds no room the factors need */
+            for (j = 0; j < nlora && nb && nrows < 64 && (!lora_formats || strstr(lora_formats, tok)); j++) {
+                bench_row *r = &rows[nrows++];
+                memset(r, 0, sizeof *r);
+                if (bench_open(&b, &c, tok, rnd, &verbose, &h2d) || attach_loras(&b, rnd, lora_ranks[j])) { bench_close(&b); failed++; continue; }
+                snprintf(r->format, sizeof r->format, "%s+r%llu", fmt_name(b.format), (unsigned long long)lora_ranks[j]);
+                r->lora_rank = (int)lora_ranks[j];
+                if (mibs[0] == UINT64_MAX) snprintf(r->budget, sizeof r->budget, "all");
+                else snprintf(r->budget, sizeof r->budget, "%llu MiB", (unsigned long long)mibs[0]);
+                if (bench_budget(&b, mibs[0] == UINT64_MAX ? 0 : mibs[0] << 20, h2d, r)) failed++;
+                bench_close(&b);
+            }
         }
-        bench_close(&b);
     }
     free(rnd);
     printf("\n==== bench_dit: %d tokens, %d double + %d single blocks, hidden %d, %s attention; H2D %.1f GB/s ====\n", c.T, c.ndouble,
@@ -532,6 +577,25 @@ int main(int argc, char **argv) {
         ref = compute > r->bound_s ? compute : r->bound_s;
         printf("%-10s %-10s %9.3f %9.3f %7.1f%% %12.2f %9.1f %9.3f %9.3fx %9.3fx %9.2f\n", r->format, r->budget, r->s_step, r->s_eager,
                100.0 * r->wait_frac, r->streamed_gib, r->gbs, r->bound_s, ref > 0 ? r->s_step / ref : 0.0, ref > 0 ? r->s_eager / ref : 0.0, r->vram_gib);
+    }
+    /* LoRA rows: the step against the same format's step without LoRAs under the same budget, and
+       against max(that format's all-resident step, this row's transfer bound) */
+    for (i = 0; i < nrows; i++) {
+        bench_row *r = &rows[i];
+        char base[24];
+        double plain = 0, compute = 0, ref;
+        int j;
+        if (!r->ok || !r->lora_rank) continue;
+        memcpy(base, r->format, sizeof base);
+        base[strcspn(base, "+")] = 0;
+        for (j = 0; j < nrows; j++) {
+            if (!rows[j].ok || rows[j].lora_rank || strcmp(rows[j].format, base)) continue;
+            if (!strcmp(rows[j].budget, r->budget)) plain = rows[j].s_step;
+            if (!strcmp(rows[j].budget, "all")) compute = rows[j].s_step;
+        }
+        ref = compute > r->bound_s ? compute : r->bound_s;
+        printf("lora %s rank %d under %s: %.3f s/step, %.3fx the step without LoRAs (%.3f s), %.3fx max(compute, transfer bound) (%.3f s)\n",
+               base, r->lora_rank, r->budget, r->s_step, plain > 0 ? r->s_step / plain : 0.0, plain, ref > 0 ? r->s_step / ref : 0.0, ref);
     }
     return failed ? 1 : 0;
 }

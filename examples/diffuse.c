@@ -48,6 +48,8 @@ typedef struct dit_gpu {
     int cc;                   /* compute capability, major * 10 + minor */
     float cfg;
     uint64_t M, workspace, weight_bytes, act_bytes;
+    lwo_safetensors *lora;    /* --lora's file, or NULL */
+    uint64_t lora_bytes;      /* the VRAM its factors and the side path's scratch take */
     uint64_t graph_bytes;     /* weight bytes one replay of the step graph streams */
     lwo_weight **w;           /* per linear, dit_model order */
     int nlin;
@@ -105,6 +107,7 @@ static void dit_log(void *user, lwo_log_level level, const char *msg) {
 static lwo_result dit_sizes(dit_gpu *g, lwo_safetensors *f, const dit_model *md, const lwo_storage_policy *pol, uint64_t *largest) {
     lwo_weight_desc *wd = (lwo_weight_desc *)calloc((size_t)md->nlin, sizeof *wd);
     lwo_result r = LWO_SUCCESS;
+    uint64_t scratch = 0;
     int i;
     if (!wd) return LWO_ERROR_OUT_OF_HOST_MEMORY;
     for (i = 0; i < md->nlin && !r; i++) {
@@ -119,7 +122,16 @@ static lwo_result dit_sizes(dit_gpu *g, lwo_safetensors *f, const dit_model *md,
         b = lwo_weight_device_bytes(&wd[i]);
         g->weight_bytes += b;
         if (b > *largest) *largest = b;
+        if (g->lora) {   /* its LoRA's factors stay resident: they come out of the budget */
+            lwo_safetensors_lora fl;
+            lwo_result lr = lwo_safetensors_find_lora(g->lora, l->name, NULL, &fl);
+            if (lr == LWO_SUCCESS) {
+                g->lora_bytes += lwo_lora_device_bytes(&wd[i], fl.rank);
+                if (lwo_lora_scratch_bytes(fl.rank) > scratch) scratch = lwo_lora_scratch_bytes(fl.rank);
+            } else if (lr != LWO_ERROR_NOT_FOUND) { fprintf(stderr, "diffuse: --lora: %s\n", lwo_safetensors_last_error(g->lora)); r = lr; }
+        }
     }
+    g->lora_bytes += scratch;
     if (!r) g->format = wd[dit_lin_block(g->a, 0, DIT_B_QKV)].format;
     if (!r) g->workspace = lwo_linear_workspace_bytes(g->ctx, wd, (size_t)md->nlin, g->M);
     free(wd);
@@ -128,7 +140,7 @@ static lwo_result dit_sizes(dit_gpu *g, lwo_safetensors *f, const dit_model *md,
 
 /* Creates the context under the budget, the weights, the activations; plans the streaming. */
 static lwo_result dit_gpu_open(dit_gpu *g, lwo_safetensors *f, const dit_model *md, const char *storage, int N, dit_vram_mode vram,
-                               uint64_t vram_mib, int steps, double cfg, int verbose) {
+                               uint64_t vram_mib, int steps, double cfg, int verbose, lwo_safetensors *lora, double lora_strength) {
     const dit_arch *a = &md->a;
     dit_tensor_spec ts[DIT_NTENSORS];
     lwo_storage_policy pol;
@@ -140,6 +152,7 @@ static lwo_result dit_gpu_open(dit_gpu *g, lwo_safetensors *f, const dit_model *
     int i;
     memset(g, 0, sizeof *g);
     g->verbose = verbose;
+    g->lora = lora;
     g->a = a; g->N = N; g->steps = steps; g->cfg_on = cfg != 1.0; g->cfg = (float)cfg;
     g->Bt = g->cfg_on ? 2 * N : N;
     g->M = (uint64_t)g->Bt * a->T;
@@ -165,8 +178,8 @@ static lwo_result dit_gpu_open(dit_gpu *g, lwo_safetensors *f, const dit_model *
     /* auto: activations + workspace + the ring (4 slots of the largest weight) + a quarter of the
        weights (+ 512 KiB for lwo's own rounding and scratch): most weights stream */
     if (vram == DIT_VRAM_MIB) budget = vram_mib << 20;
-    else if (vram == DIT_VRAM_ALL) budget = g->act_bytes + g->workspace + g->weight_bytes + (4ull << 20);
-    else budget = g->act_bytes + g->workspace + 4 * largest + g->weight_bytes / 4 + (512u << 10);
+    else if (vram == DIT_VRAM_ALL) budget = g->act_bytes + g->workspace + g->lora_bytes + g->weight_bytes + (4ull << 20);
+    else budget = g->act_bytes + g->workspace + g->lora_bytes + 4 * largest + g->weight_bytes / 4 + (512u << 10);
     desc.vram_budget = budget;
     r = lwo_create(&desc, &g->ctx);
     if (r) { fprintf(stderr, "diffuse: lwo_create (budget %.1f MiB) failed: %s\n  %s\n", budget / 1048576.0, lwo_result_string(r), lwo_last_error(g->ctx)); return r; }
@@ -181,6 +194,21 @@ static lwo_result dit_gpu_open(dit_gpu *g, lwo_safetensors *f, const dit_model *
     if (!g->w) return LWO_ERROR_OUT_OF_HOST_MEMORY;
     for (i = 0; i < md->nlin; i++)   /* "<prefix>.weight" and "<prefix>.bias", in the policy's format */
         DIT_TRY(lwo_safetensors_load_weight_policy(g->ctx, f, md->lin[i].name, &pol, LWO_PLACE_AUTO, &g->w[i]), md->lin[i].name);
+    if (lora) {   /* on every linear the file has a LoRA for; one the model lacks is an error */
+        lwo_lora_load_desc ld;
+        const char **names = (const char **)calloc((size_t)md->nlin, sizeof *names);
+        lwo_lora **loras = (lwo_lora **)calloc((size_t)md->nlin, sizeof *loras);
+        if (!names || !loras) { free(names); free(loras); return LWO_ERROR_OUT_OF_HOST_MEMORY; }
+        for (i = 0; i < md->nlin; i++) names[i] = md->lin[i].name;
+        memset(&ld, 0, sizeof ld);
+        ld.file = lora; ld.weights = g->w; ld.names = names; ld.count = (size_t)md->nlin; ld.loras = loras;
+        ld.strength = (float)lora_strength;   /* 0 would mean 1: set below */
+        r = lwo_lora_load(g->ctx, &ld);
+        for (i = 0; i < md->nlin && !r && lora_strength == 0.0; i++) if (loras[i]) r = lwo_lora_set_strength(g->ctx, loras[i], 0.0f);
+        free(names); free(loras);
+        DIT_TRY(r, "lwo_lora_load (--lora)");
+        printf("lora: %zu of %d linears, strength %g, %.2f MiB of VRAM\n", ld.matched, md->nlin, lora_strength, g->lora_bytes / 1048576.0);
+    }
     for (i = 0; i < DIT_NTENSORS; i++) {
         uint64_t shape[2];
         shape[0] = ts[i].rows; shape[1] = ts[i].cols;
@@ -360,7 +388,20 @@ static lwo_result gpu_sample(lwo_safetensors *f, const dit_model *md, const dit_
     lwo_result r;
     double t0 = dit_now_s(), ts;
     int i;
-    r = dit_gpu_open(g, f, md, o->storage, N, o->vram, o->vram_mib, steps, cfg, o->verbose);
+    lwo_safetensors *lora = NULL;
+    if (o->lora[0]) {   /* mapped until the factors are copied at attach */
+        lwo_safetensors_desc ld;
+        memset(&ld, 0, sizeof ld);
+        ld.path = o->lora;
+        if ((r = lwo_safetensors_create(&ld, &lora)) != LWO_SUCCESS) {
+            fprintf(stderr, "diffuse: --lora %.200s: %s: %.250s\n", o->lora, lwo_result_string(r), lora ? lwo_safetensors_last_error(lora) : "out of memory");
+            lwo_safetensors_destroy(lora);
+            return r;
+        }
+    }
+    r = dit_gpu_open(g, f, md, o->storage, N, o->vram, o->vram_mib, steps, cfg, o->verbose, lora, o->lora_strength);
+    lwo_safetensors_destroy(lora);
+    g->lora = NULL;
     if (!r) r = dit_gpu_capture(g, x, labels, &graph);
     if (r) { dit_gpu_close(g); return r; }
     printf("setup %.2f s (kernels, weights, the warm-up steps, the capture)\n", dit_now_s() - t0);

@@ -21,6 +21,8 @@ typedef struct dit_opts {
     uint64_t seed;
     dit_vram_mode vram;
     uint64_t vram_mib;
+    char lora[1024];                                /* --lora FILE[:strength]: the file ("" none) */
+    double lora_strength;
 } dit_opts;
 
 static inline void dit_usage(FILE *f) {
@@ -39,6 +41,8 @@ static inline void dit_usage(FILE *f) {
         "  --per-class N       samples per class (default 10); sample i has class i / N\n"
         "  --out PATH          PNG grid, a row per class (default out.png; '-' for none)\n"
         "  --raw PATH          float32 samples [K*N, 28, 28] (default samples.f32; '-' for none)\n"
+        "  --lora FILE[:S]     a LoRA (kohya or lora_A/lora_B safetensors) on the model's linears at\n"
+        "                      strength S (default 1), e.g. examples/tiny_dit_lora.safetensors:0.5\n"
         "  --cpu               the plain-C reference sampler (no GPU; slow: use few steps and samples)\n"
         "  --verbose           lwo's log at info level\n");
 }
@@ -82,6 +86,24 @@ static inline int dit_parse_opts(int argc, char **argv, dit_opts *o) {
         } else if (!strcmp(a, "--per-class")) {
             if (!dit_parse_u64(v, 1, DIT_MAX_SAMPLES, &u)) { fprintf(stderr, "diffuse: --per-class %s: want an integer 1 .. %d\n", v, DIT_MAX_SAMPLES); return 0; }
             o->per_class = (int)u;
+        } else if (!strcmp(a, "--lora")) {
+            const char *colon = strrchr(v, ':');
+            char *end;
+            size_t n = strlen(v);
+            o->lora_strength = 1.0;
+            if (colon && colon[1]) {   /* FILE:S when what follows the last ':' is a number (C:\ stays a path) */
+                double d;
+                errno = 0;
+                d = strtod(colon + 1, &end);
+                if (!errno && !*end) {
+                    if (!(d >= -100.0 && d <= 100.0)) { fprintf(stderr, "diffuse: --lora %s: want a strength -100 .. 100\n", v); return 0; }
+                    o->lora_strength = d;
+                    n = (size_t)(colon - v);
+                }
+            }
+            if (n == 0 || n >= sizeof o->lora) { fprintf(stderr, "diffuse: --lora %s: want FILE or FILE:strength\n", v); return 0; }
+            memcpy(o->lora, v, n);
+            o->lora[n] = 0;
         } else if (!strcmp(a, "--cfg")) {
             char *end;
             double d;
@@ -92,6 +114,7 @@ static inline int dit_parse_opts(int argc, char **argv, dit_opts *o) {
         } else { fprintf(stderr, "diffuse: unknown option %s (--help lists them)\n", a); return 0; }
         i += takes;
     }
+    if (o->cpu && o->lora[0]) { fprintf(stderr, "diffuse: --lora runs on the GPU path only (not with --cpu)\n"); return 0; }
     if ((uint64_t)o->classes * (uint64_t)o->per_class > DIT_MAX_SAMPLES) {
         fprintf(stderr, "diffuse: %d classes x %d per class is more than %d samples\n", o->classes, o->per_class, DIT_MAX_SAMPLES);
         return 0;

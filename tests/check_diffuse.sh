@@ -9,12 +9,15 @@ W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 p=0; f=0
 ok() { if [ "$1" -eq 0 ]; then p=$((p+1)); else f=$((f+1)); echo "FAIL: $2"; fi; }
 
-for bad in "--steps 0" "--steps x" "--storage fp4" "--vram lots" "--cfg nan" "--classes 11" "--per-class 0" "--frobnicate" "--seed" "--selftest"; do
+for bad in "--steps 0" "--steps x" "--storage fp4" "--vram lots" "--cfg nan" "--classes 11" "--per-class 0" "--frobnicate" "--seed" "--selftest" \
+           "--lora" "--lora a.safetensors:500" "--lora :0.5" "--cpu --lora examples/tiny_dit_lora.safetensors"; do
   out=$($B $bad 2>&1); rc=$?
   [ $rc -eq 2 ] && echo "$out" | grep -q 'diffuse: '; ok $? "'diffuse $bad' exited $rc with: $(echo "$out" | head -n 1)"
 done
 out=$($B --model "$W/none.safetensors" 2>&1); rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -q 'LWO_ERROR_IO'; ok $? "a missing model: exit $rc, $out"
+out=$($B --lora "$W/none.safetensors:0.5" 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q 'none.safetensors: LWO_ERROR_IO'; ok $? "a missing LoRA: exit $rc, $out"
 
 if [ -e /dev/nvidiactl ] || ldconfig -p 2>/dev/null | grep -q 'libcuda.so.1 '; then
   echo "a GPU driver is present: the no-GPU check is skipped"

@@ -71,10 +71,14 @@ if has sanitizer; then
   done
 fi
 if has demo; then
-  rm -f build/diffuse.png build/diffuse.f32
+  rm -f build/diffuse.png build/diffuse.f32 build/diffuse-lora.png build/diffuse-lora.f32
   run demo 240 "$O/demo.log" make -s demo
   demo_rc=$rc; demo_secs=$secs
-  cp build/diffuse.png "$O/" 2>/dev/null; [ -n "$R" ] && cp build/diffuse.png "$R/" 2>/dev/null
+  cp build/diffuse.png "$O/" 2>/dev/null; [ -n "$R" ] && cp build/diffuse.png build/diffuse-lora.png "$R/" 2>/dev/null
+  # the LoRA's class changes and the others stay (tests/score_lora.py)
+  lscore=$(python3 tests/score_lora.py build/diffuse.f32 build/diffuse-lora.f32 examples/tiny_dit_lora.safetensors 2>&1); lsrc=$?
+  echo "$lscore" >"$O/demo_lora_score.log"
+  lline=$(echo "$lscore" | grep -m 1 '^lora class' | cut -c1-120)
   cls=examples/tiny_dit_classifier.pt
   if [ ! -f "$cls" ] && [ -f build/tiny_dit_classifier.pt ]; then cls=build/tiny_dit_classifier.pt; fi
   if [ ! -f "$cls" ]; then   # once, until one is committed: trained on the reference sampler's own samples
@@ -85,16 +89,19 @@ if has demo; then
   echo "$score" >"$O/demo_score.log"
   per=$(echo "$score" | grep -m 1 'per-class' | sed 's/per-class accuracy: //')
   sampled=$(grep -m 1 -E '^sampled' "$O/demo.log" | cut -c1-90)
-  if [ $demo_rc -eq 0 ] && [ -s "$O/diffuse.png" ] && [ $src -eq 0 ]; then row demo PASS $demo_secs "png written; per class: $per; $sampled"
-  else row demo FAIL $demo_secs "exit $demo_rc, png $([ -s "$O/diffuse.png" ] && echo yes || echo no), score exit $src: $(echo "$score" | tail -n 1 | cut -c1-160) $(grep -m 2 -iE 'failed|error' "$O/demo.log" | cut -c1-200 | tr '\n|' ' /')"; fi
+  if [ $demo_rc -eq 0 ] && [ -s "$O/diffuse.png" ] && [ $src -eq 0 ] && [ $lsrc -eq 0 ]; then row demo PASS $demo_secs "png written; per class: $per; $sampled; $lline"
+  else row demo FAIL $demo_secs "exit $demo_rc, png $([ -s "$O/diffuse.png" ] && echo yes || echo no), score exit $src: $(echo "$score" | tail -n 1 | cut -c1-160); lora score exit $lsrc: ${lline:-$(echo "$lscore" | tail -n 1 | cut -c1-120)} $(grep -m 2 -iE 'failed|error' "$O/demo.log" | cut -c1-200 | tr '\n|' ' /')"; fi
 fi
 if has bench-dit; then
-  run bench-dit 300 "$O/bench-dit.log" build/bench_dit --formats bf16,fp8,int8,fp8-upcast --budgets 8192,all --steps 2
+  run bench-dit 300 "$O/bench-dit.log" build/bench_dit --formats bf16,fp8,int8,fp8-upcast --budgets 8192,all --steps 2 --lora-ranks 32,128 --lora-formats int8
   rows=$(tr '\r' '\n' <"$O/bench-dit.log" | grep -E '^(bf16|fp8-w8a8|fp8-upcast|int8) +(8192 MiB|all) ')
   n=$(echo "$rows" | grep -v failed | grep -c .)
   # format, budget, s/step and its ratio to max(compute, transfer bound)
   head=$(echo "$rows" | awk '$0 !~ /failed/ { if ($2 == "all") printf "%s all %s s; ", $1, $3; else printf "%s 8G %s s (%s of bound); ", $1, $4, $10 }')
-  if [ $rc -eq 0 ] && [ "$n" -ge 8 ]; then row bench-dit PASS $secs "${head% ; }"
+  lo=$(grep -E '^lora ' "$O/bench-dit.log" | sed -E 's/^lora ([a-z0-9-]+) rank ([0-9]+) under ([0-9]+ MiB|all): ([0-9.]+) s\/step, ([0-9.]+x) the step without LoRAs.*, ([0-9.]+x) max.*/\1 + rank \2 LoRAs \4 s (\5 without, \6 of bound)/' | tr '\n' ';')
+  nl=$(grep -c '^lora ' "$O/bench-dit.log")
+  head="${head% ; }; $lo"
+  if [ $rc -eq 0 ] && [ "$n" -ge 8 ] && [ "$nl" -ge 2 ]; then row bench-dit PASS $secs "${head% ; }"
   else row bench-dit FAIL $secs "exit $rc, $n of 8 rows: ${head} $(grep -m 2 'failed' "$O/bench-dit.log" | cut -c1-200 | tr '\n|' ' /')"; fi
 fi
 if has bench; then

@@ -389,7 +389,7 @@ static void selftest(lwo_safetensors *f, const dit_model *md, const char *storag
     if (!noise || !x_eager || !x_graph || !x_stream || !x_cpu) { st_report(c, 0, "selftest buffers", "out of host memory"); goto done; }
     dit_noise(seed, nx, noise);
     printf("selftest: %d samples (classes %d, %d), cfg %g, storage %s\n", N, labels[0], labels[1], cfg, storage);
-    if (dit_gpu_open(g, f, md, storage, N, DIT_VRAM_ALL, 0, steps, cfg, st_verbose)) {
+    if (dit_gpu_open(g, f, md, storage, N, DIT_VRAM_ALL, 0, steps, cfg, st_verbose, NULL, 0.0)) {
         st_report(c, 0, "dit_gpu_open (all resident)", g->ctx ? lwo_last_error(g->ctx) : "no context");
         dit_gpu_close(g);
         goto done;
@@ -436,7 +436,7 @@ static void selftest(lwo_safetensors *f, const dit_model *md, const char *storag
     dit_gpu_close(g);
     /* the same under a budget that streams most weights */
     {
-        int ok = !dit_gpu_open(g, f, md, storage, N, DIT_VRAM_AUTO, 0, steps, cfg, st_verbose);
+        int ok = !dit_gpu_open(g, f, md, storage, N, DIT_VRAM_AUTO, 0, steps, cfg, st_verbose, NULL, 0.0);
         lwo_stats st;
         ok = ok && !dit_gpu_capture(g, noise, labels, &graph) && !dit_gpu_reset(g, noise, labels);
         for (k = 0; ok && k < steps; k++) ok = !lwo_graph_launch(g->ctx, graph);

@@ -121,6 +121,8 @@ static lwo_result attach_all(stack *s, lwo_format f) {
     return LWO_SUCCESS;
 }
 
+static char run_error[4096];   /* the failure of the last run() */
+
 /* The stack's lwo_linear calls with x of M rows (views), in a pass when `pass`; y into out (all
    layers' outputs one after another, as stored). */
 static lwo_result run(stack *s, uint64_t M, int pass, unsigned char *out) {
@@ -142,6 +144,7 @@ static lwo_result run(stack *s, uint64_t M, int pass, unsigned char *out) {
         d.x = xv[l]; d.w = s->w[l]; d.y = yv[l];
         r = lwo_linear(s->ctx, &d);
     }
+    if (r) snprintf(run_error, sizeof run_error, "%s", lwo_last_error(s->ctx));   /* lwo_pass_abort starts a new message */
     if (pass) { if (r) lwo_pass_abort(s->ctx); else r = lwo_pass_end(s->ctx); }
     for (l = 0; l < LAYERS && !r && out; l++) { r = lwo_tensor_download(s->ctx, yv[l], out, ybytes(l, M)); out += ybytes(l, M); }
     for (l = 0; l < LAYERS; l++) { lwo_tensor_destroy(s->ctx, xv[l]); lwo_tensor_destroy(s->ctx, yv[l]); }
@@ -397,9 +400,20 @@ static void test_format(lwo_format f) {
     CHECK(r == LWO_SUCCESS, "%s: resident stack: %s", lwo_format_name(f), lwo_last_error(res.ctx));
     if (r) goto done;
     if ((r = run(&res, MROWS, 0, base)) != 0) { CHECK(0, "%s: base: %s", lwo_format_name(f), lwo_last_error(res.ctx)); goto done; }
-    r = attach_all(&res, f);
-    CHECK(r == LWO_SUCCESS, "%s: attach: %s", lwo_format_name(f), lwo_last_error(res.ctx));
-    if (r) goto done;
+    {   /* what the attaches take is what the sizing queries say */
+        uint64_t before = check_memory_stats(res.ctx).in_use, want = lwo_lora_scratch_bytes(ranks[0] + ranks[1]);
+        for (l = 0; l < LAYERS; l++) {
+            lwo_weight_desc wd;
+            memset(&wd, 0, sizeof wd);
+            wd.rows = shape_n[l]; wd.cols = shape_k[l]; wd.data = wf[l]; wd.data_dtype = LWO_DTYPE_F32; wd.format = f;
+            want += lwo_lora_device_bytes(&wd, ranks[0] + ranks[1]);
+        }
+        r = attach_all(&res, f);
+        CHECK(r == LWO_SUCCESS, "%s: attach: %s", lwo_format_name(f), lwo_last_error(res.ctx));
+        if (r) goto done;
+        CHECK(check_memory_stats(res.ctx).in_use - before == want, "%s: the LoRAs take %llu bytes of the arena; the sizing queries say %llu",
+              lwo_format_name(f), (unsigned long long)(check_memory_stats(res.ctx).in_use - before), (unsigned long long)want);
+    }
     {
         lwo_weight_info wi;
         lwo_weight_get_info(res.ctx, res.w[0], &wi);
@@ -496,8 +510,8 @@ static void test_format(lwo_format f) {
         CHECK(r == LWO_SUCCESS, "%s: an f16 LoRA: %s", lwo_format_name(f), lwo_last_error(str.ctx));
         if (!r) {
             r = run(&str, MROWS, 1, NULL);
-            CHECK(r == LWO_ERROR_INVALID_ARGUMENT && strstr(lwo_last_error(str.ctx), "compute_dtype"), "%s: f16 LoRAs under bf16 x: %s (%s)",
-                  lwo_format_name(f), lwo_result_string(r), lwo_last_error(str.ctx));
+            CHECK(r == LWO_ERROR_INVALID_ARGUMENT && strstr(run_error, "compute_dtype"), "%s: f16 LoRAs under bf16 x: %s (%s)",
+                  lwo_format_name(f), lwo_result_string(r), run_error);
             lwo_lora_detach(str.ctx, l2);
         }
     }

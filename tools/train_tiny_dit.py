@@ -17,6 +17,28 @@ Modes
       SYN_JUMP), holds out --synthetic-holdout of them, trains the same CNN on the rest
       (<= --cls-budget s) and saves it (weights float16) -> --classifier-out
       (default examples/tiny_dit_classifier.pt, the one --score falls back to)
+  --train-lora:  a LoRA (issue 22) of the frozen --out (default examples/tiny_dit.safetensors) that
+      draws class --lora-class (default 1, trouser) with INVERTED brightness (target -x0: white
+      background, dark garment), every other class unchanged.  No data set: draws --lora-per-class
+      samples of each class from --out with the float32 reference sampler (--steps / --cfg as the
+      demo; noise seeded --seed + 2^41 draws, see LORA_JUMP), negates class --lora-class's, trains
+      rank --lora-rank adapters (alpha --lora-alpha, default = rank) on attn.qkv, attn.proj,
+      mlp.fc1, mlp.fc2 of every block with the rectified-flow loss of the DiT (logit-normal t,
+      label drop --label-drop) for --lora-time-budget s -> --lora-out (default
+      examples/tiny_dit_lora.safetensors), then runs --eval-lora.
+          python3 tools/train_tiny_dit.py --train-lora --lora-time-budget 180
+      LoRA file: for each adapted linear whose model weight is <base>.weight (e.g.
+      blocks.0.attn.qkv.weight): <base>.lora_down.weight [rank, in] bf16, <base>.lora_up.weight
+      [out, rank] bf16, <base>.alpha scalar (shape []) float32.  Applied at strength s:
+          W' = W + s * (alpha / rank) * up @ down      (rank = rows of down; biases unchanged)
+      __metadata__: lwo.base ("tiny-dit-v1"), lwo.lora_class, lwo.lora_rank, lwo.lora_alpha,
+      lwo.lora_target ("class N drawn with inverted brightness"), lwo.lora_modules,
+      lwo.lora_formula, lwo.lora_train.
+  --eval-lora:    the demo's reference set (--seed, --per-class, --steps, --cfg) sampled in float32
+      from --out without and with --lora-out merged (float32, from the file's bf16 tensors) at each
+      --lora-strength (default 1.0; several allowed): per-class mean pixel, RMS change and classifier
+      accuracy (examples/tiny_dit_classifier.pt by default); the first strength's samples ->
+      --lora-ref-out (default build/ref_lora.f32, raw float32 like --ref-out) + build/ref_lora.png.
   --score F.f32|F.png --classifier build/fmnist_classifier.pt
       prints "[score] per class: ...", "per-class accuracy: 0:100.0 ... 9:100.0 min 90.0" and
       "F: N samples, X% classified as their class"; a .png is the demo's grid (8-bit)
@@ -872,6 +894,284 @@ def read_samples(path):
     return read_png_grid(path) if path.lower().endswith(".png") else read_f32(path)
 
 
+# ----------------------------------------------------------------------------- LoRA (issue 22)
+# Training noise of --train-lora: the demo's generator, seeded 2^41 draws past --seed, i.e. 2^40 draws
+# past the synthetic classifier's set (SYN_JUMP), so the three sets share no draw (see SYN_JUMP).
+LORA_JUMP = 2 * SYN_JUMP
+LORA_TARGETS = ("attn.qkv", "attn.proj", "mlp.fc1", "mlp.fc2")
+LORA_OUT = "examples/tiny_dit_lora.safetensors"
+
+
+def lora_noise_seed(seed):
+    return (int(seed) + LORA_JUMP * int(GOLDEN)) & 0xFFFFFFFFFFFFFFFF
+
+
+if torch is not None:
+
+    class LoRALinear(nn.Module):
+        """y = base(x) + (alpha / rank) * (x @ down^T) @ up^T, i.e. W_eff = W + (alpha / rank) up @ down
+        with down [rank, in], up [out, rank]; the base Linear is frozen.  down: kaiming-uniform
+        (a = sqrt(5), bound 1/sqrt(in), as PEFT), up: zeros, so training starts from the base model."""
+        def __init__(self, base, rank, alpha):
+            super().__init__()
+            self.base, self.rank, self.alpha = base, rank, float(alpha)
+            self.down = nn.Parameter(torch.empty(rank, base.in_features, device=base.weight.device))
+            self.up = nn.Parameter(torch.zeros(base.out_features, rank, device=base.weight.device))
+            nn.init.kaiming_uniform_(self.down, a=math.sqrt(5))
+
+        def forward(self, x):
+            return self.base(x) + (self.alpha / self.rank) * F.linear(F.linear(x, self.down), self.up)
+
+
+def lora_linears(model):
+    """[(name, parent module, attribute)] of the adapted linears, e.g. ('blocks.0.attn.qkv', attn, 'qkv'):
+    attn.qkv, attn.proj, mlp.fc1, mlp.fc2 of every block (4 * depth)."""
+    out = []
+    for i, blk in enumerate(model.blocks):
+        for t in LORA_TARGETS:
+            sub, attr = t.split(".")
+            out.append((f"blocks.{i}.{t}", getattr(blk, sub), attr))
+    return out
+
+
+def add_lora(model, rank, alpha):
+    """Freezes the model and wraps each adapted Linear in a LoRALinear -> [(name, LoRALinear)]."""
+    for p in model.parameters():
+        p.requires_grad_(False)
+    adapters = []
+    for name, parent, attr in lora_linears(model):
+        m = LoRALinear(getattr(parent, attr), rank, alpha)
+        setattr(parent, attr, m)
+        adapters.append((name, m))
+    return adapters
+
+
+def export_lora(adapters, path, meta):
+    """<base>.lora_down.weight [rank, in] bf16, <base>.lora_up.weight [out, rank] bf16, <base>.alpha
+    scalar (shape []) float32, where <base>.weight is the adapted weight of the model file."""
+    from safetensors.torch import save_file
+    ensure_dir(path)
+    sd = {}
+    for name, m in adapters:
+        sd[f"{name}.lora_down.weight"] = m.down.detach().to(torch.bfloat16).cpu().contiguous()
+        sd[f"{name}.lora_up.weight"] = m.up.detach().to(torch.bfloat16).cpu().contiguous()
+        sd[f"{name}.alpha"] = torch.tensor(m.alpha, dtype=torch.float32)
+    save_file(sd, path, metadata=meta)
+    return os.path.getsize(path)
+
+
+def load_lora(path):
+    """-> ({base name: (down float32 [r,in], up float32 [out,r], alpha float)}, metadata)"""
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+    with safe_open(path, framework="pt") as f:
+        meta = f.metadata() or {}
+    sd = load_file(path)
+    lora = {}
+    for k in sd:
+        if k.endswith(".lora_down.weight"):
+            b = k[:-len(".lora_down.weight")]
+            lora[b] = (sd[k].float(), sd[b + ".lora_up.weight"].float(), float(sd[b + ".alpha"]))
+    return lora, meta
+
+
+@torch.no_grad() if torch is not None else (lambda f: f)
+def apply_lora(model, lora, strength):
+    """Merges in float32, in place: W += strength * (alpha / rank) * up @ down (rank = down.shape[0]);
+    the weights come from the bf16 file upcast to float32, as load_exported gives them."""
+    params = dict(model.named_parameters())
+    for b, (down, up, alpha) in lora.items():
+        w = params[b + ".weight"]
+        assert tuple(w.shape) == (up.shape[0], down.shape[1]) and up.shape[1] == down.shape[0], (b, w.shape)
+        w.add_((strength * alpha / down.shape[0]) * (up.to(w.device) @ down.to(w.device)))
+    return model
+
+
+def cached_samples(path, n, make, tag):
+    """Raw float32 [n,28,28] from `path` when it holds exactly n samples, else make() (written to
+    `path` when one is given)."""
+    if path and os.path.exists(path) and os.path.getsize(path) == n * IMG * IMG * 4:
+        log(f"[{tag}] reusing {path} ({n} samples)")
+        return read_f32(path)
+    s = make()
+    if path:
+        ensure_dir(path)
+        s.tofile(path)
+        log(f"[{tag}] -> {path}")
+    return s
+
+
+def train_lora(args, dev):
+    """--train-lora: a LoRA of the frozen --out that draws class --lora-class with inverted brightness
+    (target image -x0), every other class unchanged; trained on the base model's own samples."""
+    T0 = time.time()
+    torch.manual_seed(args.train_seed)
+    model, meta = load_exported(args.out, dev)
+    c, per = args.lora_class, args.lora_per_class
+    n = NUM_CLASSES * per
+    sseed = lora_noise_seed(args.seed)
+    labels = np.arange(n) % NUM_CLASSES  # interleaved, as --train-classifier-synthetic
+
+    def make():
+        log(f"[lora] sampling {n} training images ({per} per class) from {args.out}: {args.steps} Euler "
+            f"steps, cfg {args.cfg}, float32, noise {NOISE} seed {sseed:#x} (= --seed {args.seed} + 2^41 draws)")
+        s, dt = sample_chunked(model, gen_noise(sseed, n), labels, args.steps, args.cfg, dev,
+                               max(1, args.synthetic_batch or 32), "lora-data")
+        return s
+    samples = cached_samples(args.lora_data, n, make, "lora-data")
+    t_data = time.time() - T0
+    x0 = torch.from_numpy(samples.copy()).unsqueeze(1).to(dev)
+    Y = torch.from_numpy(labels.astype(np.int64)).to(dev)
+    inv = Y == c
+    x0[inv] = -x0[inv]  # the target style: class c with inverted brightness
+    log(f"[lora] class {c}: mean pixel {float(-x0[inv].mean()):.3f} -> target {float(x0[inv].mean()):.3f}; "
+        f"other classes mean {float(x0[~inv].mean()):.3f} (kept)")
+    idx_c = torch.nonzero(inv).flatten()
+    idx_o = torch.nonzero(~inv).flatten()
+
+    adapters = add_lora(model, args.lora_rank, args.lora_alpha)
+    model.train()
+    params = [p for _, m in adapters for p in (m.down, m.up)]
+    log(f"[lora] rank {args.lora_rank} alpha {args.lora_alpha:g} on {len(adapters)} linears "
+        f"({', '.join(LORA_TARGETS)} of {len(model.blocks)} blocks): {sum(p.numel() for p in params)} params; "
+        f"batch {args.lora_batch}, lr {args.lora_lr:g}, class {c} share of conditioned items "
+        f"{args.lora_class_frac:g}, label drop {args.label_drop:g}, budget {args.lora_time_budget:.0f}s")
+    opt = torch.optim.AdamW(params, lr=args.lora_lr, betas=(0.9, 0.99), weight_decay=0.0)
+    bs = args.lora_batch
+    t0 = time.time()
+    step, loss_acc, loss_cnt, final_loss = 0, 0.0, 0, float("nan")
+    while True:
+        if args.lora_max_steps and step >= args.lora_max_steps:
+            break
+        if time.time() - t0 >= args.lora_time_budget:
+            break
+        # conditioned items: class c with probability --lora-class-frac, else one of the others;
+        # dropped items (null class, p = --label-drop): uniform over the whole set, so the
+        # unconditional model sees the new marginal (class c inverted at its natural share)
+        drop = torch.rand(bs, device=dev) < args.label_drop
+        pick_c = torch.rand(bs, device=dev) < args.lora_class_frac
+        i_c = idx_c[torch.randint(0, idx_c.numel(), (bs,), device=dev)]
+        i_o = idx_o[torch.randint(0, idx_o.numel(), (bs,), device=dev)]
+        i_a = torch.randint(0, n, (bs,), device=dev)
+        idx = torch.where(drop, i_a, torch.where(pick_c, i_c, i_o))
+        xb = x0[idx]
+        flip = torch.rand(bs, device=dev) < 0.5  # label preserving for Fashion-MNIST
+        xb = torch.where(flip.view(-1, 1, 1, 1), xb.flip(3), xb)
+        y = torch.where(drop, torch.full_like(Y[idx], NUM_CLASSES), Y[idx])
+        t = torch.sigmoid(torch.randn(bs, device=dev))
+        noise = torch.randn_like(xb)
+        tb = t.view(-1, 1, 1, 1)
+        xt = (1 - tb) * xb + tb * noise
+        # linear warmup, then cosine decay to 0 at the end of the budget (time or --lora-max-steps)
+        prog = (time.time() - t0) / args.lora_time_budget
+        if args.lora_max_steps:
+            prog = max(prog, step / args.lora_max_steps)
+        lr = args.lora_lr * min(1.0, (step + 1) / args.lora_warmup) * 0.5 * (1 + math.cos(math.pi * min(1.0, prog)))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        loss = F.mse_loss(model(xt, t, y), noise - xb)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        loss_acc += float(loss.detach())
+        loss_cnt += 1
+        step += 1
+        if step % args.lora_log_every == 0:
+            final_loss = loss_acc / loss_cnt
+            log(f"[lora] step {step:5d}  loss {final_loss:.4f}  lr {lr:.2e}  t {time.time() - t0:6.1f}s")
+            loss_acc, loss_cnt = 0.0, 0
+    if loss_cnt:
+        final_loss = loss_acc / loss_cnt
+    t_train = time.time() - t0
+    log(f"[lora] done: {step} steps in {t_train:.1f}s, final loss {final_loss:.4f}")
+
+    lmeta = {
+        "lwo.base": meta.get("lwo.arch", ARCH),
+        "lwo.lora_class": str(c),
+        "lwo.lora_rank": str(args.lora_rank),
+        "lwo.lora_alpha": f"{args.lora_alpha:g}",
+        "lwo.lora_target": f"class {c} drawn with inverted brightness",
+        "lwo.lora_modules": ",".join(LORA_TARGETS) + f" of blocks 0..{len(model.blocks) - 1}",
+        "lwo.lora_formula": "W' = W + strength * (alpha / rank) * up @ down; down [rank,in], up [out,rank]",
+        "lwo.lora_train": f"{step} steps, batch {bs}, lr {args.lora_lr:g}, final loss {final_loss:.5f}, "
+                          f"{n} samples of the base model ({args.steps} steps, cfg {args.cfg:g}, noise seed {sseed:#x})",
+    }
+    size = export_lora(adapters, args.lora_out, lmeta)
+    log(f"[lora] -> {args.lora_out} ({size} bytes, {size / 1e3:.1f} KB)  data {t_data:.1f}s  "
+        f"training {t_train:.1f}s")
+    del model, adapters
+    eval_lora(args, dev)
+    log(f"[lora] total {time.time() - T0:.1f}s")
+
+
+def eval_lora(args, dev):
+    """The demo's reference set (--seed, --per-class, --steps, --cfg) sampled in float32 from --out
+    without and with --lora-out merged at each --lora-strength: per-class mean pixel, RMS change,
+    classifier accuracy.  The first strength's samples -> --lora-ref-out (raw float32) + PNG grid."""
+    import copy
+    base, meta = load_exported(args.out, dev)
+    lora, lmeta = load_lora(args.lora_out)
+    c = int(lmeta.get("lwo.lora_class", args.lora_class))
+    n = NUM_CLASSES * args.per_class
+    noise = gen_noise(args.seed, n)
+    labels = np.arange(n) // args.per_class
+    bsz = max(1, args.synthetic_batch or 50)
+    log(f"[lora-eval] {args.lora_out}: {len(lora)} adapted linears, rank "
+        f"{next(iter(lora.values()))[0].shape[0]}, class {c}; reference set: {n} samples, seed {args.seed}, "
+        f"{args.steps} steps, cfg {args.cfg}")
+    runs = [("base", cached_samples(
+        args.lora_base_ref, n,
+        lambda: sample_chunked(base, noise, labels, args.steps, args.cfg, dev, bsz, "lora-eval base")[0],
+        "lora-eval base"))]
+    for k, s in enumerate(args.lora_strength):
+        m = apply_lora(copy.deepcopy(base), lora, s)
+        smp, dt = sample_chunked(m, noise, labels, args.steps, args.cfg, dev, bsz, f"lora-eval x{s:g}")
+        runs.append((f"lora x{s:g}", smp))
+        if k == 0:
+            ensure_dir(args.lora_ref_out)
+            smp.tofile(args.lora_ref_out)
+            png = save_grid_png(smp, os.path.splitext(args.lora_ref_out)[0] + ".png")
+            log(f"[lora-eval] strength {s:g}: {args.lora_ref_out}, {png}")
+        del m
+    cls_model = None
+    if args.classifier and os.path.exists(args.classifier):
+        cls_model = load_classifier(args.classifier, dev)
+    ref = runs[0][1]
+    log("")
+    log(f"per-class mean pixel ([-1,1]), RMS change vs base (same noise), classifier accuracy"
+        + ("" if cls_model is not None else " (no classifier)"))
+    hdr = f"  {'class':>5} " + "".join(f"| {name:^27} " for name, _ in runs)
+    log(hdr)
+    log(f"  {'':>5} " + "".join(f"| {'mean':>7} {'rms chg':>8} {'acc %':>8} " for _ in runs))
+    preds = [classify(cls_model, s, dev) if cls_model is not None else None for _, s in runs]
+    for cc in range(NUM_CLASSES):
+        sel = labels == cc
+        row = f"  {cc:>5}{'*' if cc == c else ' '}"
+        for (name, s), p in zip(runs, preds):
+            rms = float(np.sqrt(np.mean((s[sel] - ref[sel]) ** 2)))
+            acc = f"{(p[sel] == cc).mean() * 100:8.1f}" if p is not None else f"{'-':>8}"
+            row += f"| {float(s[sel].mean()):7.3f} {rms:8.3f} {acc} "
+        log(row)
+    others = labels != c
+    row = f"  {'other':>5} "
+    for (name, s), p in zip(runs, preds):
+        rms = float(np.sqrt(np.mean((s[others] - ref[others]) ** 2)))
+        acc = f"{(p[others] == labels[others]).mean() * 100:8.1f}" if p is not None else f"{'-':>8}"
+        row += f"| {float(s[others].mean()):7.3f} {rms:8.3f} {acc} "
+    log(row)
+    log(f"  (* = class {c}, the LoRA's target; 'other' = the 9 other classes together)")
+    if cls_model is not None:
+        sel = labels == c
+        for (name, s) in runs:
+            pi = classify(cls_model, -s[sel], dev)
+            log(f"[lora-eval] {name}: class {c} samples with brightness inverted back (-x) classified as "
+                f"class {c}: {(pi == c).mean() * 100:.1f}%")
+        for (name, s), p in zip(runs, preds):
+            log(f"[lora-eval] {name}: " + per_class_line(p, labels)[0])
+    return runs
+
+
 # ----------------------------------------------------------------------------- main
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -915,6 +1215,31 @@ def main():
                     help="samples per sampler call, the CFG batch twice that (default 1000 on CUDA, 32 on CPU)")
     ap.add_argument("--synthetic-ref-check", type=int, default=1,
                     help="1: also sample the demo's own set (--seed, --per-class) and score it")
+    ap.add_argument("--train-lora", action="store_true",
+                    help=f"train a LoRA of --out that inverts --lora-class's brightness -> --lora-out ({LORA_OUT})")
+    ap.add_argument("--eval-lora", action="store_true", help="only evaluate --lora-out on the reference set")
+    ap.add_argument("--lora-out", default=None, help=f"LoRA safetensors (default {LORA_OUT})")
+    ap.add_argument("--lora-class", type=int, default=1, help="class drawn with inverted brightness (1 = trouser)")
+    ap.add_argument("--lora-rank", type=int, default=4)
+    ap.add_argument("--lora-alpha", type=float, default=None, help="LoRA alpha (default = rank)")
+    ap.add_argument("--lora-per-class", type=int, default=30, help="training samples drawn per class")
+    ap.add_argument("--lora-data", default=None,
+                    help="cache of the training samples (raw float32, sample n has class n %% 10): read when "
+                         "it holds 10 x --lora-per-class samples, else written")
+    ap.add_argument("--lora-time-budget", type=float, default=180.0, help="LoRA training seconds")
+    ap.add_argument("--lora-max-steps", type=int, default=0, help="stop LoRA training after N steps (0 = time only)")
+    ap.add_argument("--lora-batch", type=int, default=16)
+    ap.add_argument("--lora-lr", type=float, default=3e-3, help="peak LoRA lr (warmup, then cosine to 0)")
+    ap.add_argument("--lora-warmup", type=int, default=10)
+    ap.add_argument("--lora-class-frac", type=float, default=0.3,
+                    help="share of --lora-class among the conditioned (not dropped) training items")
+    ap.add_argument("--lora-log-every", type=int, default=10)
+    ap.add_argument("--lora-strength", type=float, nargs="+", default=[1.0],
+                    help="strength(s) evaluated; the first one's samples -> --lora-ref-out")
+    ap.add_argument("--lora-ref-out", default=None, help="LoRA samples, raw float32 (default build/ref_lora.f32) + .png")
+    ap.add_argument("--lora-base-ref", default=None,
+                    help="the base model's reference samples (as --sample-ref writes them, same --seed / --steps / "
+                         "--cfg / --per-class): read when present, else sampled and written")
     ap.add_argument("--score", default=None, metavar="FILE.f32")
     ap.add_argument("--compare", nargs=2, default=None, metavar=("A.f32", "B.f32"))
     args = ap.parse_args()
@@ -938,6 +1263,29 @@ def main():
     dev = pick_device(args.device)
 
     sm = "build/smoke_" if args.smoke else None
+    if args.train_lora or args.eval_lora:  # --out is the base model here: an input, also with --smoke
+        if args.out is None:
+            args.out = "examples/tiny_dit.safetensors"
+        if args.lora_out is None:
+            args.lora_out = sm + "tiny_dit_lora.safetensors" if sm else LORA_OUT
+        if args.lora_ref_out is None:
+            args.lora_ref_out = sm + "ref_lora.f32" if sm else "build/ref_lora.f32"
+        if args.lora_alpha is None:
+            args.lora_alpha = float(args.lora_rank)
+        if args.classifier is None and os.path.exists(SHIPPED_CLASSIFIER):
+            args.classifier = SHIPPED_CLASSIFIER
+        if args.smoke:
+            args.lora_per_class = min(args.lora_per_class, 2)
+            args.lora_max_steps = args.lora_max_steps or 3
+            args.lora_batch = min(args.lora_batch, 4)
+            args.lora_log_every = 1
+            args.steps = min(args.steps, 3)
+            args.per_class = min(args.per_class, 1)
+        if args.train_lora:
+            train_lora(args, dev)
+        else:
+            eval_lora(args, dev)
+        return 0
     if args.out is None:
         args.out = sm + "tiny_dit.safetensors" if sm else "examples/tiny_dit.safetensors"
     if args.classifier_out is None and args.train_classifier_synthetic:
