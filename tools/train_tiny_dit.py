@@ -452,6 +452,25 @@ def load_exported(path, dev):
 
 
 # ----------------------------------------------------------------------------- DiT training
+def rf_step(model, opt, params, x0, y, lr, use_amp, dev):
+    """One rectified-flow step (the loss of train_dit, the docstring's "Training"): t logit-normal,
+    x_t = (1 - t) x0 + t noise, MSE against v = noise - x0, gradients clipped to norm 1. Returns the loss."""
+    t = torch.sigmoid(torch.randn(x0.shape[0], device=dev))
+    noise = torch.randn_like(x0)
+    tb = t.view(-1, 1, 1, 1)
+    xt = (1 - tb) * x0 + tb * noise
+    for g in opt.param_groups:
+        g["lr"] = lr
+    with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=use_amp):
+        pred = model(xt, t, y)
+    loss = F.mse_loss(pred.float(), noise - x0)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+    return loss
+
+
 def train_dit(args, xtr, ytr, dev):
     import copy
     torch.manual_seed(args.train_seed)
@@ -486,21 +505,7 @@ def train_dit(args, xtr, ytr, dev):
         y = Y[idx]
         y = torch.where(torch.rand(args.batch, device=dev) < args.label_drop,
                         torch.full_like(y, NUM_CLASSES), y)
-        t = torch.sigmoid(torch.randn(args.batch, device=dev))
-        noise = torch.randn_like(x0)
-        tb = t.view(-1, 1, 1, 1)
-        xt = (1 - tb) * x0 + tb * noise
-        target = noise - x0
-        lr = args.lr * min(1.0, (step + 1) / args.warmup)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=use_amp):
-            pred = model(xt, t, y)
-        loss = F.mse_loss(pred.float(), target)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
+        loss = rf_step(model, opt, params, x0, y, args.lr * min(1.0, (step + 1) / args.warmup), use_amp, dev)
         d = min(args.ema, (1 + step) / (10 + step))
         with torch.no_grad():
             torch._foreach_lerp_(ema_params, params, 1.0 - d)
@@ -1058,22 +1063,12 @@ def train_lora(args, dev):
         flip = torch.rand(bs, device=dev) < 0.5  # label preserving for Fashion-MNIST
         xb = torch.where(flip.view(-1, 1, 1, 1), xb.flip(3), xb)
         y = torch.where(drop, torch.full_like(Y[idx], NUM_CLASSES), Y[idx])
-        t = torch.sigmoid(torch.randn(bs, device=dev))
-        noise = torch.randn_like(xb)
-        tb = t.view(-1, 1, 1, 1)
-        xt = (1 - tb) * xb + tb * noise
         # linear warmup, then cosine decay to 0 at the end of the budget (time or --lora-max-steps)
         prog = (time.time() - t0) / args.lora_time_budget
         if args.lora_max_steps:
             prog = max(prog, step / args.lora_max_steps)
         lr = args.lora_lr * min(1.0, (step + 1) / args.lora_warmup) * 0.5 * (1 + math.cos(math.pi * min(1.0, prog)))
-        for g in opt.param_groups:
-            g["lr"] = lr
-        loss = F.mse_loss(model(xt, t, y), noise - xb)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
+        loss = rf_step(model, opt, params, xb, y, lr, False, dev)
         loss_acc += float(loss.detach())
         loss_cnt += 1
         step += 1
