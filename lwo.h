@@ -1395,6 +1395,7 @@ struct lwo_context {
     uint64_t lora_epoch;        /* counts LoRA attaches and detaches: a whole-pass graph captured
                                    under another count would run the old side paths (section 11) */
     struct lwo__lsink *lsink;   /* while lwo_linear captures or retargets a graph (section 11) */
+    unsigned gemm_wanted;       /* the GEMM variants the weights made so far use (bit v: lwo__gemm_variants[v]) */
     char error[LWO__ERROR_CAP];
 };
 LWO_DEF const char *lwo_result_string(lwo_result r) {
@@ -1532,6 +1533,7 @@ static lwo_result lwo__get_event(lwo_context *ctx, const lwo_event *e, const cha
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -1545,6 +1547,7 @@ static lwo_result lwo__get_event(lwo_context *ctx, const lwo_event *e, const cha
    lwo__sys_error(buf, cap)            the last failed call's reason (errno / GetLastError) as text
    lwo__env(name, buf, cap)            an environment variable as UTF-8: 1 if set, non-empty, fits
    lwo__lib_open/_sym/_close           a shared library (dlopen / LoadLibraryExW)
+   lwo__thread_start/_join, lwo__sleep_ms  a function on a thread of its own (the parallel compile)
    lwo__read_file(path, &data, &size)  a whole file into memory
    lwo__wfile_create/_put/_finish/_close  a file being written (lwo__wfile_open and the rest,
                                        after the platforms, build the atomic write on them)
@@ -1580,6 +1583,20 @@ typedef struct lwo__wfile {
     int fd;
 #endif
 } lwo__wfile;
+
+/* lwo__thread: fn(arg) on a thread of its own. POSIX threads are looked up at run time (glibc
+   2.34 on has them in libc), so a program links with -ldl -lm alone; where they are not to be had,
+   lwo__thread_start fails and the caller runs fn itself. */
+typedef struct lwo__thread {
+    void (*fn)(void *);
+    void *arg;
+#if defined(_WIN32)
+    HANDLE h;
+#else
+    pthread_t t;
+    void *self;                 /* dlopen(NULL): where pthread_join is */
+#endif
+} lwo__thread;
 
 typedef int (*lwo__try_lib_fn)(void *user, const char *path);
 
@@ -1701,6 +1718,23 @@ static void *lwo__lib_sym(void *lib, const char *name) {
 }
 
 static void lwo__lib_close(void *lib) { FreeLibrary((HMODULE)lib); }
+
+static DWORD WINAPI lwo__thread_main(LPVOID p) {
+    lwo__thread *t = (lwo__thread *)p;
+    t->fn(t->arg);
+    return 0;
+}
+static int lwo__thread_start(lwo__thread *t, void (*fn)(void *), void *arg) {
+    t->fn = fn;
+    t->arg = arg;
+    t->h = CreateThread(NULL, 0, lwo__thread_main, t, 0, NULL);
+    return t->h != NULL;
+}
+static void lwo__thread_join(lwo__thread *t) {
+    WaitForSingleObject(t->h, INFINITE);
+    CloseHandle(t->h);
+}
+static void lwo__sleep_ms(unsigned ms) { Sleep(ms); }
 
 static int lwo__read_file(const char *path, unsigned char **data, size_t *size) {
     wchar_t *w = lwo__widen(path);
@@ -2027,6 +2061,41 @@ static void *lwo__lib_open(const char *path, char *err, size_t cap) {
 static void *lwo__lib_sym(void *lib, const char *name) { return dlsym(lib, name); }
 
 static void lwo__lib_close(void *lib) { dlclose(lib); }
+
+typedef int (*lwo__pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+typedef int (*lwo__pthread_join_fn)(pthread_t, void **);
+static void *lwo__thread_main(void *p) {
+    lwo__thread *t = (lwo__thread *)p;
+    t->fn(t->arg);
+    return NULL;
+}
+static int lwo__thread_start(lwo__thread *t, void (*fn)(void *), void *arg) {
+    void *sym;
+    lwo__pthread_create_fn create;
+    t->fn = fn;
+    t->arg = arg;
+    if ((t->self = dlopen(NULL, RTLD_NOW)) == NULL) return 0;
+    sym = dlsym(t->self, "pthread_create");
+    memcpy(&create, &sym, sizeof create);   /* data to function pointer, the one way C and C++ allow */
+    if (!sym || !dlsym(t->self, "pthread_join") || create(&t->t, NULL, lwo__thread_main, t) != 0) {
+        dlclose(t->self);
+        return 0;
+    }
+    return 1;
+}
+static void lwo__thread_join(lwo__thread *t) {
+    void *sym = dlsym(t->self, "pthread_join");
+    lwo__pthread_join_fn join;
+    memcpy(&join, &sym, sizeof join);
+    join(t->t, NULL);
+    dlclose(t->self);
+}
+static void lwo__sleep_ms(unsigned ms) {
+    struct timespec ts;
+    ts.tv_sec = ms / 1000;
+    ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    nanosleep(&ts, NULL);
+}
 
 static int lwo__read_file(const char *path, unsigned char **data, size_t *size) {
     struct stat st;
@@ -2470,7 +2539,7 @@ static const char *const lwo__kernel_source_parts[] = {
 "                for (int i = 0; i < NACC; i++) d[h][i] = 0;\n            int s = (int)(it % STAGES), prev = -1;\n            lwo_u32 phase = (lwo_u32)(it / STAGES) & 1u;\n            /* Ping-pong: this main loop starts once the other warpgroup's has issued its last MMAs.\n               Besides keeping the two apart, this is what makes the parity waits below sound: the\n               stages' earlier fills have all landed, so none is mistaken for this tile's. */\n            if (PP && item > 0) lwo_wg_turn_wait(wg);\n            for (lwo_u32 kt = w.k0; kt < w.k1; kt++) {\n                const lwo_u32 sA = base + s * STAGE_BYTES;\n                const lwo_u64 da = lwo_wg_desc<BK>(sA + row0 * BK), db = lwo_wg_desc<BK>(sA + A_BYTES);\n                lwo_mbar_wait(full + 8 * s, phase);\n#pragma unroll\n                for (int h = 0; h < RH; h++) lwo_wg_pin<NACC>(d[h]);\n                asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");\n#pragma unroll\n                for (int k = 0; k < BK / 32; k++)\n#pragma unroll\n                    for (int h = 0; h < RH; h++) Op::mma(d[h], da + 4 * BK * h + 2 * k, db + 2 * k, lwo_wg_n<BN>());\n                asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");\n#pragma unroll\n                for (int h = 0; h < RH; h++) lwo_wg_pin<NACC>(d[h]);\n                /* The previous stage's MMAs are done once at most this one's group is pending. */\n                asm volatile(\"wgmma.wait_group.sync.aligned 1;\" ::: \"memory\");\n#pragma unroll\n                for (int h = 0; h < RH; h++) lwo_wg_pin<NACC>(d[h]);\n                if (prev >= 0) lwo_wg_release<CM, CN>(empty + 8 * prev, t, rank);\n                prev = s;\n                if (++s == STAGES) { s = 0; phase ^= 1u; }\n            }\n            if (PP && item + 1 < sch.n) lwo_wg_turn_pass(wg, CWG);\n            asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");\n#pragma unroll\n            for (int h = 0; h < RH; h++) lwo_wg_pin<NACC>(d[h]);\n            if (prev >= 0) lwo_wg_release<CM, CN>(empty + 8 * prev, t, rank);\n            it += w.k1 - w.k0;\n\n            if (SPLIT && (w.k0 != 0 || w.k1 != ktiles)) {   /* a split unit */\n                /* the split area: a counter per tail tile and warpgroup, then a slot per CTA */\n                unsigned int *const cnt = (unsigned int *)split + ((w.unit - sk_first) * CL + rank) * (PP ? 1 : CWG) + (PP ? 0 : wg);\n                int4 *const slots = (int4 *)((lwo_u8 *)split + (16u * gridDim.x + 255u) / 256u * 256u);\n                const int threads = PP ? 128 : 128 * CWG, T = PP ? t : 128 * wg + t;\n                if (w.k0 != 0) {   /* a helper: its sums go to this CTA's slot, and the adder is told */\n#pragma unroll\n                    for (int h = 0; h < RH; h++)\n                        lwo_wg_part_store<NACC>(slots + (lwo_u64)blockIdx.x * (BM * BN / 4) + h * (NACC / 4) * threads, threads, T, d[h]);\n                    lwo_wg_bar(wg);\n",
 "                    if (t == 0) lwo_wg_count_up(cnt);\n                    continue;\n                }\n                /* slice 0: the unit's adder, its last item; the helpers ran theirs as their first */\n                const lwo_u64 helpers = lwo_wg_sched_helpers(sch, w.unit - sk_first);\n                if (t == 0) lwo_wg_count_wait(cnt, (unsigned int)helpers);\n                lwo_wg_bar(wg);\n                for (lwo_u64 c = sch.c + 1; c <= sch.c + helpers; c++)\n#pragma unroll\n                    for (int h = 0; h < RH; h++)\n                        lwo_wg_part_add<NACC>(slots + (c * CL + rank) * (BM * BN / 4) + h * (NACC / 4) * threads, threads, T, d[h]);\n            }\n\n            /* The column tables: written once every warp of this warpgroup has left the previous\n               tile's epilogue, read once all of them are written. */\n            lwo_wg_bar(wg);\n#pragma unroll\n            for (int i = 0; i < CPT; i++) { col_w[t + 128 * i] = cw[i]; col_b[t + 128 * i] = cb[i]; }\n            lwo_wg_bar(wg);\n            /* Accumulator j * 4 + e of half h: row 64 h + warp * 16 + g + 8 * (e >> 1), column\n               j * 8 + 2 * q + (e & 1). */\n            if (ytma) {   /* 16-bit y through shared memory and the copy engine, which clips the edges */\n                const lwo_u32 buf = epi + wg * (64 * BN * 2);\n#pragma unroll\n                for (int h = 0; h < RH; h++) {\n                    lwo_u32 p[NACC / 2];\n                    if (out_kind == 1) lwo_wg_epi_pack<1>(d[h], p, a[h][0], a[h][1], col_w + 2 * q, col_b + 2 * q);\n                    else lwo_wg_epi_pack<2>(d[h], p, a[h][0], a[h][1], col_w + 2 * q, col_b + 2 * q);\n                    if (t == 0) lwo_tma_store_wait_read();   /* the buffer's last stores have read it */\n                    lwo_wg_bar(wg);\n                    lwo_wg_epi_stmatrix(p, buf, warp, lane);\n                    lwo_fence_proxy_async();\n                    lwo_wg_bar(wg);\n                    if (t == 0) {\n#pragma unroll\n                        for (int b = 0; b < BN / 64; b++)\n                            lwo_tma_store_2d(tmY, buf + b * 8192, (int)((n0 + 64 * b) * 2), (int)(mt * BM + row0 + 64 * h));\n                        lwo_tma_store_commit();\n                    }\n                }\n            } else if ((mt + 1) * BM <= M && n0 + BN <= N && (N & 1) == 0) {\n                if (out_kind == 0) lwo_wg_epi_tile<0>(d, y, N, r0, n0 + 2 * q, a, col_w + 2 * q, col_b + 2 * q);\n                else if (out_kind == 1) lwo_wg_epi_tile<1>(d, y, N, r0, n0 + 2 * q, a, col_w + 2 * q, col_b + 2 * q);\n                else lwo_wg_epi_tile<2>(d, y, N, r0, n0 + 2 * q, a, col_w + 2 * q, col_b + 2 * q);\n            } else {\n#pragma unroll\n                for (int h = 0; h < RH; h++)\n                    lwo_wg_epi_cols<0, BN / 8>::run(d[h], M, N, r0 + 64 * h, n0 + 2 * q, 2 * q, a[h][0], a[h][1], col_w,\n                                                    col_b, has, y, out_kind);\n",
 "            }\n        }\n        if (ytma && t == 0) lwo_tma_store_wait();   /* the buffer stays until the copy engine is done with it */\n    }\n    /* A CTA leaves only once no other can still copy into it or arrive on its barriers. */\n    if (CL > 1) lwo_cluster_sync();\n#endif\n}\n\n#define LWO_GEMM_WG_ARGS const __grid_constant__ lwo_tmap tmA, const __grid_constant__ lwo_tmap tmB, lwo_u64 M, lwo_u64 N, \\\n    lwo_u64 ktiles, const float *sa, const float *sw, const void *bias, int bias_kind, void *y, int out_kind,  \\\n    lwo_u64 sk_first, void *split, const __grid_constant__ lwo_tmap tmY, int ytma\n#define LWO_GEMM_WG_PASS &tmA, &tmB, M, N, ktiles, sa, sw, bias, bias_kind, y, out_kind, sk_first, split, &tmY, ytma\n#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n#define LWO_WG_CLUSTER(n) __cluster_dims__(n, 1, 1)\n#else\n#define LWO_WG_CLUSTER(n) /* no clusters before sm_90, where these kernels are empty */\n#endif\n/* Tiles (BM x BN): _wg256 128 x 256, _wg128 128 x 128, _wg64 64 x 128, _wgpp 128 x 128 ping-pong,\n   _wgpp2 the same in clusters of 2 x 1 CTAs (B shared), _wg256c2 the 128 x 256 tile in clusters of\n   2 x 1; the host picks by the tile counts (lwo__gemm_wg_tile in lwo.h). The body takes any CM x CN\n   cluster; 2 x 2 (A shared too) measured slower than 2 x 1 at every benchmark shape (H200). */\n#define LWO_GEMM_WG_KERNELS(name, op)                                                                     \\\n    extern \"C\" __global__ void __launch_bounds__(384, 1) lwo_k_gemm_##name##_wg256(LWO_GEMM_WG_ARGS) {   \\\n        lwo_gemm_wg_body<op, 256, 2, 0, 1, 1, 128>(LWO_GEMM_WG_PASS);                                        \\\n    }                                                                                                     \\\n    extern \"C\" __global__ void __launch_bounds__(384, 1) lwo_k_gemm_##name##_wg128(LWO_GEMM_WG_ARGS) {   \\\n        lwo_gemm_wg_body<op, 128, 2, 0, 1, 1, 128>(LWO_GEMM_WG_PASS);                                        \\\n    }                                                                                                     \\\n    extern \"C\" __global__ void __launch_bounds__(256, 1) lwo_k_gemm_##name##_wg64(LWO_GEMM_WG_ARGS) {    \\\n        lwo_gemm_wg_body<op, 128, 1, 0, 1, 1, 128>(LWO_GEMM_WG_PASS);                                        \\\n    }                                                                                                     \\\n    extern \"C\" __global__ void __launch_bounds__(384, 1) lwo_k_gemm_##name##_wgpp(LWO_GEMM_WG_ARGS) {    \\\n        lwo_gemm_wg_body<op, 128, 2, 1, 1, 1, 128>(LWO_GEMM_WG_PASS);                                        \\\n    }                                                                                                     \\\n    extern \"C\" __global__ void __launch_bounds__(384, 1) LWO_WG_CLUSTER(2)                                \\\n",
-"    lwo_k_gemm_##name##_wgpp2(LWO_GEMM_WG_ARGS) {                                                         \\\n        lwo_gemm_wg_body<op, 128, 2, 1, 2, 1, 128>(LWO_GEMM_WG_PASS);                                        \\\n    }                                                                                                     \\\n    extern \"C\" __global__ void __launch_bounds__(384, 1) LWO_WG_CLUSTER(2)                                \\\n    lwo_k_gemm_##name##_wg256c2(LWO_GEMM_WG_ARGS) {                                                       \\\n        lwo_gemm_wg_body<op, 256, 2, 0, 2, 1, 64>(LWO_GEMM_WG_PASS);                                    \\\n    }\n\n/* Each tensor-core GEMM is its own module, compiled on first use with -DLWO_GEMM_VARIANT_<name>:\n   these bodies take ptxas most of the compile time, and a start should not pay for all four. */\n#if defined(LWO_GEMM_VARIANT_bf16)\nLWO_GEMM_TC_KERNELS(bf16, lwo_mma_bf16)\nLWO_GEMM_WG_KERNELS(bf16, lwo_wg_bf16)\n#elif defined(LWO_GEMM_VARIANT_f16)\nLWO_GEMM_TC_KERNELS(f16, lwo_mma_f16)\nLWO_GEMM_WG_KERNELS(f16, lwo_wg_f16)\n#elif defined(LWO_GEMM_VARIANT_s8)\nLWO_GEMM_TC_KERNELS(s8, lwo_mma_s8)\nLWO_GEMM_WG_KERNELS(s8, lwo_wg_s8)\n#elif defined(LWO_GEMM_VARIANT_e4m3)\nLWO_GEMM_TC_KERNELS(e4m3, lwo_mma_e4m3)\nLWO_GEMM_WG_KERNELS(e4m3, lwo_wg_e4m3)\n#endif\n\n/* The simple GEMM: correctness only, for sm_75 (no bf16/s8 mma.sync of the sm_80 forms there) and\n   as a fallback. 16x16 threads, one output each, K in shared-memory tiles of 16 elements.\n   Grid (ceil(N/16), ceil(M/16)). Any M, N, K: loads past an edge read 0. A [M, K] row stride lda,\n   B [N, K] row stride ldb (elements). Operand kinds: 0 f32, 1 f16, 2 bf16, 3 i8, 4 e4m3.\n   i8 x i8 accumulates exactly in s32; every other pair in f32, k ascending. */\n__device__ __forceinline__ float lwo_gemm_ld(const lwo_u8 *p, int kind, lwo_u64 i) {\n    switch (kind) {\n    case 0: return ((const float *)p)[i];\n    case 1: return lwo_f16_to_f32(((const lwo_u16 *)p)[i]);\n    case 2: return lwo_bf16_to_f32(((const lwo_u16 *)p)[i]);\n    case 3: return (float)((const signed char *)p)[i];\n    default: return lwo_e4m3_to_f32(p[i]);\n    }\n}\nextern \"C\" __global__ void __launch_bounds__(256)\nlwo_k_gemm_simple(const lwo_u8 *A, int a_kind, lwo_u64 lda, const lwo_u8 *B, int b_kind, lwo_u64 ldb,\n                  lwo_u64 M, lwo_u64 N, lwo_u64 K, const float *sa, const float *sw, const void *bias,\n                  int bias_kind, void *y, int out_kind) {\n    __shared__ float As[16][17], Bs[16][17];\n    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;\n    const lwo_u64 m = (lwo_u64)blockIdx.y * 16 + ty, n = (lwo_u64)blockIdx.x * 16 + tx;\n    const lwo_u64 bn = (lwo_u64)blockIdx.x * 16;\n    const int exact = a_kind == 3 && b_kind == 3;\n    float accf = 0.0f;\n    int acci = 0;\n    for (lwo_u64 k0 = 0; k0 < K; k0 += 16) {\n        As[ty][tx] = (m < M && k0 + tx < K) ? lwo_gemm_ld(A, a_kind, m * lda + k0 + tx) : 0.0f;\n",
+"    lwo_k_gemm_##name##_wgpp2(LWO_GEMM_WG_ARGS) {                                                         \\\n        lwo_gemm_wg_body<op, 128, 2, 1, 2, 1, 128>(LWO_GEMM_WG_PASS);                                        \\\n    }                                                                                                     \\\n    extern \"C\" __global__ void __launch_bounds__(384, 1) LWO_WG_CLUSTER(2)                                \\\n    lwo_k_gemm_##name##_wg256c2(LWO_GEMM_WG_ARGS) {                                                       \\\n        lwo_gemm_wg_body<op, 256, 2, 0, 2, 1, 128>(LWO_GEMM_WG_PASS);                                   \\\n    }\n\n/* Each tensor-core GEMM is its own module, compiled on first use with -DLWO_GEMM_VARIANT_<name>:\n   these bodies take ptxas most of the compile time, and a start should not pay for all four. */\n#if defined(LWO_GEMM_VARIANT_bf16)\nLWO_GEMM_TC_KERNELS(bf16, lwo_mma_bf16)\nLWO_GEMM_WG_KERNELS(bf16, lwo_wg_bf16)\n#elif defined(LWO_GEMM_VARIANT_f16)\nLWO_GEMM_TC_KERNELS(f16, lwo_mma_f16)\nLWO_GEMM_WG_KERNELS(f16, lwo_wg_f16)\n#elif defined(LWO_GEMM_VARIANT_s8)\nLWO_GEMM_TC_KERNELS(s8, lwo_mma_s8)\nLWO_GEMM_WG_KERNELS(s8, lwo_wg_s8)\n#elif defined(LWO_GEMM_VARIANT_e4m3)\nLWO_GEMM_TC_KERNELS(e4m3, lwo_mma_e4m3)\nLWO_GEMM_WG_KERNELS(e4m3, lwo_wg_e4m3)\n#endif\n\n/* The simple GEMM: correctness only, for sm_75 (no bf16/s8 mma.sync of the sm_80 forms there) and\n   as a fallback. 16x16 threads, one output each, K in shared-memory tiles of 16 elements.\n   Grid (ceil(N/16), ceil(M/16)). Any M, N, K: loads past an edge read 0. A [M, K] row stride lda,\n   B [N, K] row stride ldb (elements). Operand kinds: 0 f32, 1 f16, 2 bf16, 3 i8, 4 e4m3.\n   i8 x i8 accumulates exactly in s32; every other pair in f32, k ascending. */\n__device__ __forceinline__ float lwo_gemm_ld(const lwo_u8 *p, int kind, lwo_u64 i) {\n    switch (kind) {\n    case 0: return ((const float *)p)[i];\n    case 1: return lwo_f16_to_f32(((const lwo_u16 *)p)[i]);\n    case 2: return lwo_bf16_to_f32(((const lwo_u16 *)p)[i]);\n    case 3: return (float)((const signed char *)p)[i];\n    default: return lwo_e4m3_to_f32(p[i]);\n    }\n}\nextern \"C\" __global__ void __launch_bounds__(256)\nlwo_k_gemm_simple(const lwo_u8 *A, int a_kind, lwo_u64 lda, const lwo_u8 *B, int b_kind, lwo_u64 ldb,\n                  lwo_u64 M, lwo_u64 N, lwo_u64 K, const float *sa, const float *sw, const void *bias,\n                  int bias_kind, void *y, int out_kind) {\n    __shared__ float As[16][17], Bs[16][17];\n    const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;\n    const lwo_u64 m = (lwo_u64)blockIdx.y * 16 + ty, n = (lwo_u64)blockIdx.x * 16 + tx;\n    const lwo_u64 bn = (lwo_u64)blockIdx.x * 16;\n    const int exact = a_kind == 3 && b_kind == 3;\n    float accf = 0.0f;\n    int acci = 0;\n    for (lwo_u64 k0 = 0; k0 < K; k0 += 16) {\n        As[ty][tx] = (m < M && k0 + tx < K) ? lwo_gemm_ld(A, a_kind, m * lda + k0 + tx) : 0.0f;\n",
 "        Bs[ty][tx] = (bn + ty < N && k0 + tx < K) ? lwo_gemm_ld(B, b_kind, (bn + ty) * ldb + k0 + tx) : 0.0f;\n        __syncthreads();\n#pragma unroll\n        for (int k = 0; k < 16; k++) {\n            if (exact) acci += (int)As[ty][k] * (int)Bs[tx][k];\n            else accf = accf + As[ty][k] * Bs[tx][k];\n        }\n        __syncthreads();\n    }\n    if (m < M && n < N)\n        lwo_gemm_store(y, out_kind, m * N + n, lwo_gemm_epi(exact ? (float)acci : accf, sa, sw, bias, bias_kind, m, n));\n}\n\n/* ---- GEMM operand preparation ---- */\n/* dst[r, k] = src[r, k] * (smooth ? smooth[k] : 1) for k < K, 0 for K <= k < Kd: weights (the\n   smoothing factor folded into the columns, K padded) and activations that need padding.\n   Grid-stride over rows * Kd elements. */\ntemplate <class S, class D>\n__device__ __forceinline__ void lwo_pad_rows_body(const lwo_u8 *src, lwo_u64 rows, lwo_u64 K, const float *smooth,\n                                                  lwo_u8 *dst, lwo_u64 Kd) {\n    const lwo_u64 n = rows * Kd, stride = (lwo_u64)gridDim.x * blockDim.x;\n    for (lwo_u64 i = (lwo_u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {\n        const lwo_u64 r = i / Kd, k = i - r * Kd;\n        float v = 0.0f;\n        if (k < K) { v = S::get(src + (r * K + k) * S::W); if (smooth) v = v * smooth[k]; }\n        D::put(dst + i * D::W, v);\n    }\n}\n#define LWO_PAD_KERNEL(sn, dn)                                                                           \\\n    extern \"C\" __global__ void lwo_k_pad_rows_##sn##_##dn(const lwo_u8 *src, lwo_u64 rows, lwo_u64 K,     \\\n                                                          const float *smooth, lwo_u8 *dst, lwo_u64 Kd) { \\\n        lwo_pad_rows_body<lwo_t_##sn, lwo_t_##dn>(src, rows, K, smooth, dst, Kd);                        \\\n    }\nLWO_PAD_KERNEL(f32, f32) LWO_PAD_KERNEL(f16, f32) LWO_PAD_KERNEL(bf16, f32)\nLWO_PAD_KERNEL(f32, f16) LWO_PAD_KERNEL(f16, f16) LWO_PAD_KERNEL(bf16, f16)\nLWO_PAD_KERNEL(f32, bf16) LWO_PAD_KERNEL(f16, bf16) LWO_PAD_KERNEL(bf16, bf16)\n\n/* Byte rows: dst[r, k] = src[r, k] for k < K, 0 past it (already-quantized i8 / fp8 weights). */\nextern \"C\" __global__ void lwo_k_pad_rows_u8(const lwo_u8 *src, lwo_u64 rows, lwo_u64 K, lwo_u8 *dst, lwo_u64 Kd) {\n    const lwo_u64 n = rows * Kd, stride = (lwo_u64)gridDim.x * blockDim.x;\n    for (lwo_u64 i = (lwo_u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {\n        const lwo_u64 r = i / Kd, k = i - r * Kd;\n        dst[i] = k < K ? src[r * K + k] : (lwo_u8)0;\n    }\n}\n",
 };
 /* LWO_EMBED_END */
@@ -2563,49 +2632,37 @@ static void lwo__cache_store(lwo_context *ctx, uint64_t key, const unsigned char
         lwo__log(ctx, LWO_LOG_WARN, "cannot write cache file %s", path);
 }
 
-/* Compile (or load from the cache) the concatenation of `parts` into a module of the context. */
-static lwo_result lwo__module_build(lwo_context *ctx, const char *const *parts, size_t nparts, const char *name,
-                                    const char *const *opts, lwo_module **out) {
-    uint64_t key = lwo__module_key(parts, nparts, ctx->info.arch, opts);
-    unsigned char *file = NULL, *compiled = NULL;
-    const unsigned char *cubin = NULL;
-    size_t csize = 0;
-    lwo_module *m;
+/* One module to build (lwo__modules_build): the concatenation of `parts`, compiled as `name` with
+   `opts`, into *out. The rest is the build's own: what a compile thread reads and writes. */
+typedef struct lwo__module_job {
+    const char *const *parts;
+    size_t nparts;
+    const char *name;
+    const char *const *opts;
+    lwo_module **out;
+    lwo_result r;               /* out: this module's result (its message in err) */
+    const lwo__nvrtc *nvrtc;
+    const char *arch;
+    char *src;
+    unsigned char *cubin;
+    size_t size;
+    volatile int done;          /* set last by the compile: the only field read while it runs */
+    char err[LWO__ERROR_CAP];
+} lwo__module_job;
+
+static void lwo__module_job_compile(void *p) {
+    lwo__module_job *j = (lwo__module_job *)p;
+    j->r = lwo__nvrtc_compile(j->nvrtc, j->src, j->name, j->arch, j->opts, &j->cubin, &j->size, j->err, sizeof j->err);
+    j->done = 1;
+}
+
+/* The cubin handed to the driver as a module of the context. */
+static lwo_result lwo__module_load(lwo_context *ctx, const unsigned char *cubin, int from_cache, lwo_module **out) {
     lwo__CUresult rc;
-    int from_cache = lwo__cache_lookup(ctx, key, &file, &cubin, &csize);
-    if (!from_cache) {
-        char *src;
-        size_t i, total = 0;
-        lwo_result r;
-        double t0;
-        if (!ctx->nvrtc.lib) {
-            double t0 = lwo__now_ms();
-            r = lwo__nvrtc_load(&ctx->nvrtc, ctx->nvrtc_path, ctx->error, sizeof ctx->error);
-            if (r) return r;
-            ctx->info.nvrtc_version = ctx->nvrtc.version;
-            lwo__log(ctx, LWO_LOG_INFO, "NVRTC %d from %s (%.1f ms)", ctx->nvrtc.version, ctx->nvrtc.path, lwo__now_ms() - t0);
-        }
-        for (i = 0; i < nparts; i++) total += strlen(parts[i]);
-        src = (char *)LWO_MALLOC(total + 1);
-        if (!src) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory for kernel source");
-        total = 0;
-        for (i = 0; i < nparts; i++) { size_t n = strlen(parts[i]); memcpy(src + total, parts[i], n); total += n; }
-        src[total] = 0;
-        t0 = lwo__now_ms();
-        lwo__log(ctx, LWO_LOG_PROGRESS, "compiling %s for %s (the first start on this GPU; the cubin is cached) ...", name, ctx->info.arch);
-        r = lwo__nvrtc_compile(&ctx->nvrtc, src, name, ctx->info.arch, opts, &compiled, &csize, ctx->error, sizeof ctx->error);
-        LWO_FREE(src);
-        if (r) { lwo__log(ctx, LWO_LOG_ERROR, "%s", ctx->error); return r; }
-        lwo__log(ctx, LWO_LOG_PROGRESS, "compiled %s for %s in %.1f s", name, ctx->info.arch, (lwo__now_ms() - t0) / 1000.0);
-        cubin = compiled;
-        lwo__cache_store(ctx, key, cubin, csize);
-    }
-    m = (lwo_module *)LWO_MALLOC(sizeof *m);
-    if (!m) { LWO_FREE(file); LWO_FREE(compiled); return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory"); }
+    lwo_module *m = (lwo_module *)LWO_MALLOC(sizeof *m);
+    if (!m) return lwo__fail(ctx, LWO_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     memset(m, 0, sizeof *m);
     rc = ctx->cu.cuModuleLoadData(&m->mod, cubin);
-    LWO_FREE(file);
-    LWO_FREE(compiled);
     if (rc) { LWO_FREE(m); return lwo__cuda_fail(ctx, rc, "cuModuleLoadData"); }
     m->magic = LWO__MAGIC_MODULE;
     m->ctx = ctx;
@@ -2613,6 +2670,108 @@ static lwo_result lwo__module_build(lwo_context *ctx, const char *const *parts, 
     if (from_cache) ctx->stats.modules_from_cache++; else ctx->stats.modules_compiled++;
     *out = m;
     return LWO_SUCCESS;
+}
+
+/* Builds the modules of `jobs`: each from the cache where it holds the cubin, the rest compiled at
+   once, a thread each (NVRTC compiles distinct programs concurrently, and each compile spreads its
+   kernels over the cores too: -split-compile), so a first start waits for the slowest module rather
+   than for their sum. Progress: a line before, a line as each compile ends. Every job is tried;
+   each has its own result, and the call returns the first failure (its message the context's). */
+static lwo_result lwo__modules_build(lwo_context *ctx, lwo__module_job *jobs, size_t n) {
+    lwo__thread threads[8];
+    int started[8] = { 0 }, logged[8] = { 0 };
+    size_t i, k, todo = 0, ended = 0;
+    char names[256] = "";
+    double t0;
+    LWO_ASSERT(n <= 8);
+    for (i = 0; i < n; i++) {   /* the cache first: a start that finds every cubin never loads NVRTC */
+        lwo__module_job *j = &jobs[i];
+        unsigned char *file = NULL;
+        const unsigned char *cubin = NULL;
+        size_t csize = 0;
+        j->r = LWO_SUCCESS; j->src = NULL; j->cubin = NULL; j->done = 0; j->err[0] = 0;
+        if (!lwo__cache_lookup(ctx, lwo__module_key(j->parts, j->nparts, ctx->info.arch, j->opts), &file, &cubin, &csize)) {
+            j->r = LWO_ERROR_COMPILE;   /* to compile: until its compile says otherwise */
+            todo++;
+            if (strlen(names) + strlen(j->name) + 3 < sizeof names)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "", j->name);
+            continue;
+        }
+        if ((j->r = lwo__module_load(ctx, cubin, 1, j->out)) != 0) snprintf(j->err, sizeof j->err, "%s", ctx->error);
+        LWO_FREE(file);
+    }
+    if (todo && !ctx->nvrtc.lib) {
+        double tl = lwo__now_ms();
+        lwo_result r = lwo__nvrtc_load(&ctx->nvrtc, ctx->nvrtc_path, ctx->error, sizeof ctx->error);
+        for (i = 0; r && i < n; i++)
+            if (jobs[i].r == LWO_ERROR_COMPILE) { jobs[i].r = r; snprintf(jobs[i].err, sizeof jobs[i].err, "%s", ctx->error); }
+        if (r) return r;
+        ctx->info.nvrtc_version = ctx->nvrtc.version;
+        lwo__log(ctx, LWO_LOG_INFO, "NVRTC %d from %s (%.1f ms)", ctx->nvrtc.version, ctx->nvrtc.path, lwo__now_ms() - tl);
+    }
+    for (i = 0; i < n; i++) {
+        lwo__module_job *j = &jobs[i];
+        size_t total = 0;
+        if (j->r != LWO_ERROR_COMPILE) continue;
+        for (k = 0; k < j->nparts; k++) total += strlen(j->parts[k]);
+        if ((j->src = (char *)LWO_MALLOC(total + 1)) == NULL) {
+            j->r = LWO_ERROR_OUT_OF_HOST_MEMORY;
+            snprintf(j->err, sizeof j->err, "out of host memory for the source of %s", j->name);
+            todo--;
+            continue;
+        }
+        for (total = 0, k = 0; k < j->nparts; k++) { size_t len = strlen(j->parts[k]); memcpy(j->src + total, j->parts[k], len); total += len; }
+        j->src[total] = 0;
+        j->nvrtc = &ctx->nvrtc;
+        j->arch = ctx->info.arch;
+    }
+    if (todo == 1) lwo__log(ctx, LWO_LOG_PROGRESS, "compiling %s for %s (the first start on this GPU; the cubin is cached) ...", names, ctx->info.arch);
+    else if (todo > 1) lwo__log(ctx, LWO_LOG_PROGRESS, "compiling %u modules for %s at once (the first start on this GPU; the cubins are cached): %s ...",
+                                (unsigned)todo, ctx->info.arch, names);
+    t0 = lwo__now_ms();
+    /* a thread per compile; one a thread is refused for runs on this one */
+    for (i = 0; i < n; i++)
+        if (jobs[i].src && todo > 1) started[i] = lwo__thread_start(&threads[i], lwo__module_job_compile, &jobs[i]);
+    for (i = 0; i < n; i++)
+        if (jobs[i].src && !started[i]) lwo__module_job_compile(&jobs[i]);
+    while (ended < todo) {
+        for (i = 0; i < n; i++) {
+            if (!jobs[i].src || logged[i] || !jobs[i].done) continue;
+            logged[i] = 1;
+            ended++;
+            if (todo == 1) lwo__log(ctx, LWO_LOG_PROGRESS, "compiled %s for %s in %.1f s", jobs[i].name, ctx->info.arch, (lwo__now_ms() - t0) / 1000.0);
+            else lwo__log(ctx, LWO_LOG_PROGRESS, "compiled %s for %s in %.1f s (%u/%u)", jobs[i].name, ctx->info.arch, (lwo__now_ms() - t0) / 1000.0,
+                          (unsigned)ended, (unsigned)todo);
+        }
+        if (ended < todo) lwo__sleep_ms(10);
+    }
+    for (i = 0; i < n; i++) {
+        lwo__module_job *j = &jobs[i];
+        if (started[i]) lwo__thread_join(&threads[i]);
+        if (!j->src) continue;
+        LWO_FREE(j->src);
+        j->src = NULL;
+        if (j->r == LWO_SUCCESS) {
+            lwo__cache_store(ctx, lwo__module_key(j->parts, j->nparts, ctx->info.arch, j->opts), j->cubin, j->size);
+            if ((j->r = lwo__module_load(ctx, j->cubin, 0, j->out)) != 0) snprintf(j->err, sizeof j->err, "%s", ctx->error);
+        } else {
+            lwo__log(ctx, LWO_LOG_ERROR, "%s", j->err);
+        }
+        LWO_FREE(j->cubin);
+        j->cubin = NULL;
+    }
+    for (i = 0; i < n; i++)
+        if (jobs[i].r) return lwo__fail(ctx, jobs[i].r, "%s", jobs[i].err);
+    return LWO_SUCCESS;
+}
+
+/* Compile (or load from the cache) the concatenation of `parts` into a module of the context. */
+static lwo_result lwo__module_build(lwo_context *ctx, const char *const *parts, size_t nparts, const char *name,
+                                    const char *const *opts, lwo_module **out) {
+    lwo__module_job j;
+    memset(&j, 0, sizeof j);
+    j.parts = parts; j.nparts = nparts; j.name = name; j.opts = opts; j.out = out;
+    return lwo__modules_build(ctx, &j, 1);
 }
 
 static void lwo__module_free(lwo_context *ctx, lwo_module *m) {
@@ -2719,24 +2878,46 @@ static int lwo__gemm_variant_index(const char *variant) {
     while (v < 4 && strcmp(variant, lwo__gemm_variants[v]) != 0) v++;
     return v;
 }
+/* The GEMM modules of the variants in `mask` (bit v: lwo__gemm_variants[v]) that the context has not
+   built yet, built at once (lwo__modules_build). The result is the variant `need`'s. */
+static lwo_result lwo__gemm_modules_build(lwo_context *ctx, unsigned mask, int need) {
+    lwo__module_job jobs[4];
+    char defs[4][64], names[4][32];
+    const char *opts[4][3];
+    int v, idx[4];
+    size_t n = 0, i;
+    double t0 = lwo__now_ms();
+    lwo_result r;
+    memset(jobs, 0, sizeof jobs);
+    for (v = 0; v < 4; v++) {
+        if (!(mask >> v & 1u) || ctx->gemm_modules[v]) continue;
+        snprintf(defs[n], sizeof defs[n], "-DLWO_GEMM_VARIANT_%s", lwo__gemm_variants[v]);
+        snprintf(names[n], sizeof names[n], "lwo_gemm_%s.cu", lwo__gemm_variants[v]);
+        opts[n][0] = "--fmad=false"; opts[n][1] = defs[n]; opts[n][2] = NULL;
+        jobs[n].parts = lwo__kernel_source_parts;
+        jobs[n].nparts = sizeof lwo__kernel_source_parts / sizeof *lwo__kernel_source_parts;
+        jobs[n].name = names[n];
+        jobs[n].opts = opts[n];
+        jobs[n].out = &ctx->gemm_modules[v];
+        idx[n++] = v;
+    }
+    r = lwo__modules_build(ctx, jobs, n);
+    for (i = 0; i < n; i++) {
+        if (idx[i] == need && jobs[i].r) return lwo__fail(ctx, jobs[i].r, "%s", jobs[i].err);
+        if (!jobs[i].r)
+            lwo__log(ctx, LWO_LOG_INFO, "GEMM module %s %s in %.1f ms", lwo__gemm_variants[idx[i]],
+                     ctx->gemm_modules[idx[i]]->from_cache ? "loaded from cache" : "compiled", lwo__now_ms() - t0);
+    }
+    return ctx->gemm_modules[need] ? LWO_SUCCESS : r;
+}
+
+/* The GEMM module of `variant`. The first one a context needs comes with every other variant its
+   weights have asked for (ctx->gemm_wanted), all compiled at once on a first start. */
 static lwo_result lwo__gemm_module(lwo_context *ctx, const char *variant, lwo_module **out) {
-    char def[64], name[32];
-    const char *opts[3];
-    const char *parts[sizeof lwo__kernel_source_parts / sizeof *lwo__kernel_source_parts];
-    size_t i;
+    lwo_result r;
     int v;
     if ((v = lwo__gemm_variant_index(variant)) == 4) return lwo__fail(ctx, LWO_ERROR_NOT_FOUND, "no GEMM variant '%s'", variant);
-    if (!ctx->gemm_modules[v]) {
-        double t0 = lwo__now_ms();
-        lwo_result r;
-        snprintf(def, sizeof def, "-DLWO_GEMM_VARIANT_%s", variant);
-        opts[0] = "--fmad=false"; opts[1] = def; opts[2] = NULL;
-        for (i = 0; i < sizeof parts / sizeof *parts; i++) parts[i] = lwo__kernel_source_parts[i];
-        snprintf(name, sizeof name, "lwo_gemm_%s.cu", variant);
-        r = lwo__module_build(ctx, parts, sizeof parts / sizeof *parts, name, opts, &ctx->gemm_modules[v]);
-        if (r) return r;
-        lwo__log(ctx, LWO_LOG_INFO, "GEMM module %s %s in %.1f ms", variant, ctx->gemm_modules[v]->from_cache ? "loaded from cache" : "compiled", lwo__now_ms() - t0);
-    }
+    if (!ctx->gemm_modules[v] && (r = lwo__gemm_modules_build(ctx, (1u << v) | ctx->gemm_wanted, v)) != 0) return r;
     *out = ctx->gemm_modules[v];
     return LWO_SUCCESS;
 }
@@ -3856,7 +4037,7 @@ static lwo_result lwo__tensor_map(lwo_context *ctx, void *map, lwo__CUdeviceptr 
 typedef struct lwo__wg_tile { const char *suffix; unsigned bm, bn, cwg, cm, cn, bk; double rate; } lwo__wg_tile;
 static const lwo__wg_tile lwo__wg_tiles[LWO__WG_TILES] = {
     { "wg64", 64, 128, 1, 1, 1, 128, 0.78 }, { "wg128", 128, 128, 2, 1, 1, 128, 1.0 }, { "wg256", 128, 256, 2, 1, 1, 128, 1.0 },
-    { "wgpp", 128, 128, 2, 1, 1, 128, 1.2 }, { "wgpp2", 128, 128, 2, 2, 1, 128, 1.26 }, { "wg256c2", 128, 256, 2, 2, 1, 64, 0.9 } };
+    { "wgpp", 128, 128, 2, 1, 1, 128, 1.2 }, { "wgpp2", 128, 128, 2, 2, 1, 128, 1.26 }, { "wg256c2", 128, 256, 2, 2, 1, 128, 0.9 } };
 
 /* Units of work: a cluster's cm x cn tiles at a time. */
 static uint64_t lwo__wg_units(const lwo__wg_tile *t, uint64_t M, uint64_t N) {
@@ -4647,6 +4828,10 @@ LWO_DEF lwo_result lwo_weight_create(lwo_context *ctx, const lwo_weight_desc *us
     w->hlog = desc->hadamard ? lwo__hadamard_log(desc->hadamard) : 0;
     w->kpad = lwo__kpad(desc->cols, w->hlog);
     w->format = desc->format;
+    /* the GEMM variant lwo_linear will want for it (an upcast weight: bf16, the common x), compiled
+       with the first GEMM module the context builds */
+    ctx->gemm_wanted |= 1u << lwo__gemm_variant_index(w->format == LWO_FORMAT_INT8 ? "s8" : w->format == LWO_FORMAT_FP8_E4M3_W8A8 ? "e4m3"
+                                                      : w->format == LWO_FORMAT_F16 ? "f16" : "bf16");
     w->host = desc->data;
     w->host_dtype = desc->data_dtype ? desc->data_dtype : LWO_DTYPE_F32;
     w->host_bytes = desc->rows * desc->cols * lwo_dtype_size(w->host_dtype);

@@ -37,6 +37,34 @@ with torch.no_grad():
         for p in dev: y = block_fwd(y, p)
         return y
     emit("peer_resident_ms", ev_time(resident, 5, 2))
+    # where PyTorch's pass goes, per op summed over the blocks, with events between ops as
+    # bench_stream.c times lwo's (after one untimed pass)
+    names = ("qkv", "out", "add", "up", "gelu", "down", "add2")
+    def block_ops(y, p):
+        (wq, bq), (wo, bo), (wu, bu), (wd, bd) = p
+        q = yield F.linear(y, wq, bq)
+        o = yield F.linear(q[:, :H], wo, bo)
+        y = yield y + o
+        u = yield F.linear(y, wu, bu)
+        g = yield F.gelu(u, approximate="tanh")
+        d = yield F.linear(g, wd, bd)
+        yield y + d
+    def breakdown():
+        tot = [0.0] * len(names)
+        y = x
+        for p in dev:
+            ev = [torch.cuda.Event(enable_timing=True) for _ in range(len(names) + 1)]
+            ev[0].record()
+            gen = block_ops(y, p); r = next(gen)
+            for i in range(len(names)):
+                ev[i + 1].record()
+                if i + 1 < len(names): r = gen.send(r)
+            y = r
+            torch.cuda.synchronize()
+            for i in range(len(names)): tot[i] += ev[i].elapsed_time(ev[i + 1])
+        return tot
+    breakdown()
+    for n, ms in zip(names, breakdown()): emit(f"peer_resident_op_{n}_ms", ms)
     del dev; torch.cuda.empty_cache()
     side = torch.cuda.Stream()
     def prefetch():

@@ -36,6 +36,15 @@ for f in ("bf16", "fp8", "fp8w8a8", "int8"):
     row = [v.get(f"lwo_{f}_resident_op_{o}_ms") for o in ops]
     if None in row: continue
     print(f"| {names[f]} | " + " | ".join(f"{x:.1f}" for x in row) + f" | {sum(row):.1f} |")
+if all(f"peer_resident_op_{o}_ms" in v for o in ops) and all(f"lwo_bf16_resident_op_{o}_ms" in v for o in ops):
+    print()
+    print("resident pass per op, bf16 weights: lwo vs PyTorch (ms summed over the 24 blocks, events between ops):")
+    print("| op | lwo | PyTorch | PyTorch / lwo |")
+    print("| --- | --- | --- | --- |")
+    for o in ops + ("sum",):
+        a = sum(v[f"lwo_bf16_resident_op_{p}_ms"] for p in ops) if o == "sum" else v[f"lwo_bf16_resident_op_{o}_ms"]
+        b = sum(v[f"peer_resident_op_{p}_ms"] for p in ops) if o == "sum" else v[f"peer_resident_op_{o}_ms"]
+        print(f"| {o} | {a:.2f} | {b:.2f} | {b / a:.2f}x |")
 print()
 print("resident pass with 64 MiB copies running beside it on another stream (what the bus's writes cost the compute):")
 print("| storage | ms/forward alone | beside copies | ratio |")

@@ -110,7 +110,8 @@ if has bench; then
   q=$(grep -m 1 '^| per-token int8' "$O/bench.log" | cut -d'|' -f3,5 | tr -s ' ' | sed 's/|/ TB\/s, vs torch /')
   cold=$(grep -m 1 'startup cold' "$O/bench.log" | sed 's/.*create+first kernel \([0-9.]* ms\).*/\1/')
   warm=$(grep -m 1 'startup warm' "$O/bench.log" | sed 's/.*create+first kernel \([0-9.]* ms\).*/\1/')
-  if [ $rc -eq 0 ]; then row bench PASS $secs "upcast${up}; int8 quantize${q}; start cold $cold, warm $warm"
+  dcold=$(grep -m 1 '^demo start cold' "$O/bench.log" | sed 's/.*: //'); dwarm=$(grep -m 1 '^demo start warm' "$O/bench.log" | sed 's/.*: //')
+  if [ $rc -eq 0 ]; then row bench PASS $secs "upcast${up}; int8 quantize${q}; start cold $cold, warm $warm; the demo's whole run with an empty cache $dcold, cached $dwarm"
   else row bench FAIL $secs "exit $rc: $(grep -m 2 -E 'bench:|failed' "$O/bench.log" | cut -c1-200 | tr '\n|' ' /')"; fi
 fi
 if has bench-gemm; then

@@ -366,6 +366,90 @@ static void test_module_cache(void) {
     if (m) lwo__module_free(&ctx, m);
 }
 
+/* Several modules built at once (lwo__modules_build: a thread per compile), as a context's GEMM
+   variants are on a first start: every module built and cached, the progress lines counting them
+   as they end, a compile error in one failing the call with that module's log while the others
+   are built all the same, and a fresh context loading them all from the cache. */
+static void test_modules_at_once(void) {
+    static const char *const a[1] = { "extern \"C\" __global__ void lwo_k_a(float *p) { p[threadIdx.x] = 1.0f; }\n" };
+    static const char *const b[1] = { "extern \"C\" __global__ void lwo_k_b(float *p) { p[threadIdx.x] = 2.0f; }\n" };
+    static const char *const c[1] = { "extern \"C\" __global__ void lwo_k_c(float *p) { p[threadIdx.x] = 3.0f; }\n" };
+    static const char *const bad[1] = { "extern \"C\" __global__ void lwo_k_bad(float *p) { p[threadIdx.x] = undeclared_name; }\n" };
+    static const char *const opts[] = { "--fmad=false", NULL };
+    const char *const *srcs[3] = { a, b, c };
+    static const char *const names[3] = { "lwo_a.cu", "lwo_b.cu", "lwo_c.cu" };
+    char cache[1024], listing[4096];
+    lwo__module_job jobs[4];
+    lwo_module *m[4];
+    lwo_context ctx;
+    lwo_result r;
+    int i, round, cubins = 0;
+    const char *p;
+    snprintf(cache, sizeof cache, "%s", tpath("at-once-" UNAME));
+    for (round = 0; round < 2; round++) {   /* 0: compiled, three at once; 1: all three from the cache */
+        module_ctx(&ctx, cache);
+        memset(jobs, 0, sizeof jobs);
+        for (i = 0; i < 3; i++) {
+            m[i] = NULL;
+            jobs[i].parts = srcs[i]; jobs[i].nparts = 1; jobs[i].name = names[i]; jobs[i].opts = opts; jobs[i].out = &m[i];
+        }
+        fake_loads = 0;
+        log_progress = 0;
+        r = lwo__modules_build(&ctx, jobs, 3);
+        if (r == LWO_ERROR_NO_NVRTC) { printf("notice: no NVRTC here, modules at once are not tested\n"); return; }
+        CHECK(r == LWO_SUCCESS && m[0] && m[1] && m[2] && fake_loads == 3, "round %d: three modules built: %s", round, ctx.error);
+        if (round == 0) {
+            CHECK(ctx.stats.modules_compiled == 3 && !m[0]->from_cache && !m[2]->from_cache, "compiled (%llu)", (unsigned long long)ctx.stats.modules_compiled);
+            CHECK(log_progress == 4 && strstr(log_last_progress, " (3/3)"), "a line before and one per module as it ends (%d, the last \"%s\")",
+                  log_progress, log_last_progress);
+        } else {
+            CHECK(ctx.stats.modules_from_cache == 3 && m[1]->from_cache && ctx.nvrtc.lib == NULL && log_progress == 0,
+                  "a fresh context loads all three from the cache, without NVRTC and without progress lines");
+        }
+        for (i = 0; i < 3; i++) if (m[i]) lwo__module_free(&ctx, m[i]);
+    }
+    list_dir(cache, listing, sizeof listing);
+    for (p = listing; (p = strstr(p, ".cubin")) != NULL; p++) cubins++;
+    CHECK(cubins == 3, "three cubins in the cache: %s", listing);
+
+    /* one of three does not compile: its log is the error; the other two (one cached, one new) are built */
+    module_ctx(&ctx, cache);
+    memset(jobs, 0, sizeof jobs);
+    {
+        static const char *const d[1] = { "extern \"C\" __global__ void lwo_k_d(float *p) { p[threadIdx.x] = 4.0f; }\n" };
+        const char *const *set[3] = { a, bad, d };
+        static const char *const setn[3] = { "lwo_a.cu", "lwo_bad.cu", "lwo_d.cu" };
+        for (i = 0; i < 3; i++) {
+            m[i] = NULL;
+            jobs[i].parts = set[i]; jobs[i].nparts = 1; jobs[i].name = setn[i]; jobs[i].opts = opts; jobs[i].out = &m[i];
+        }
+    }
+    r = lwo__modules_build(&ctx, jobs, 3);
+    CHECK(r == LWO_ERROR_COMPILE && strstr(ctx.error, "lwo_bad.cu") && strstr(ctx.error, "undeclared_name"),
+          "the failing module's log is the error: %.200s", ctx.error);
+    CHECK(m[0] && m[0]->from_cache && !m[1] && m[2] && !m[2]->from_cache && jobs[0].r == LWO_SUCCESS && jobs[2].r == LWO_SUCCESS,
+          "the others are built all the same");
+    for (i = 0; i < 3; i++) if (m[i]) lwo__module_free(&ctx, m[i]);
+}
+
+/* lwo__thread: a function on a thread of its own, joined; here threads are to be had on every platform. */
+static void thread_fill(void *p) {
+    int *v = (int *)p, i;
+    for (i = 0; i < 1000; i++) v[i] = i * 3;
+}
+static void test_threads(void) {
+    static int v[4][1000];
+    lwo__thread t[4];
+    int i, k, ok = 1, started = 0;
+    for (i = 0; i < 4; i++) started += lwo__thread_start(&t[i], thread_fill, v[i]);
+    CHECK(started == 4, "four threads started (%d)", started);
+    for (i = 0; i < started; i++) lwo__thread_join(&t[i]);
+    for (i = 0; i < started; i++)
+        for (k = 0; k < 1000; k++) ok &= v[i][k] == k * 3;
+    CHECK(ok, "each thread's work is there after its join");
+    lwo__sleep_ms(1);
+}
+
 /* Where no NVRTC can be found, the message lists each place tried, in order. The Linux machines
    have NVRTC installed, so there only the Windows run (under Wine) checks the message; it also
    puts decoys into %CUDA_PATH%\bin\x64 to see the newest name tried first and *.alt skipped. */
@@ -433,7 +517,9 @@ int main(void) {
     test_big_file();
     test_libraries();
     test_nvrtc_search();
+    test_threads();
     test_module_cache();    /* after: the NVRTC it leaves loaded would answer the search by name */
+    test_modules_at_once();
     check_rmtree(tmpdir);
     return CHECK_SUMMARY();
 }
