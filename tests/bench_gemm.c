@@ -88,6 +88,9 @@ int main(void) {
        "234567"); a tile named twice reports its faster time, so "567765" times three tiles in both
        orders (clocks fall as the card warms: what runs later runs slower) */
     const char *tiles = getenv("LWO_BENCH_TILES") ? getenv("LWO_BENCH_TILES") : "234567";
+    /* LWO_BENCH_TILE_SPLIT: lwo_desc.gemm_split while a tile is forced (the device's multiprocessor
+       count: every tile that may split does, wherever its units leave a round part-filled) */
+    const int tile_split = getenv("LWO_BENCH_TILE_SPLIT") ? atoi(getenv("LWO_BENCH_TILE_SPLIT")) : 0;
     /* LWO_BENCH_SHAPES: which shapes to run, as digits of their index in `shapes` (e.g. "01"; for a profiler) */
     const char *only = getenv("LWO_BENCH_SHAPES");
     memset(&desc, 0, sizeof desc);
@@ -132,7 +135,8 @@ int main(void) {
                     double ms;
                     if (*c < '2' || *c > '7') continue;
                     t = *c - '2';
-                    ctx->desc.gemm_kernels = 2 + t; ms = time_ms(); ctx->desc.gemm_kernels = 0;
+                    ctx->desc.gemm_kernels = 2 + t; ctx->desc.gemm_split = tile_split; ms = time_ms();
+                    ctx->desc.gemm_kernels = 0; ctx->desc.gemm_split = 0;
                     if (tt[t] == 0 || ms < tt[t]) tt[t] = ms;
                 }
             {

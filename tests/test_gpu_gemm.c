@@ -242,7 +242,7 @@ static void run_tile_suite(void) {
    chosen per shape), the mma.sync ones (lwo_desc.gemm_kernels = 1), then each wgmma tile forced
    (passes 2 to 7), then the tiles that split their last rounds along K forced to split on a grid of
    a few CTAs (lwo_desc.gemm_split), so that small shapes have units cut in two and in three, and
-   CTAs that add one helper's sums or two (passes 8 to b); elsewhere only the default, which is
+   CTAs that add one helper's sums or two (passes 8 to d); elsewhere only the default, which is
    mma.sync. */
 int main(void) {
     lwo_desc desc;
@@ -254,8 +254,9 @@ int main(void) {
         { 4, 0, "wgmma 128x256" }, { 5, 0, "wgmma 128x128 ping-pong" }, { 6, 0, "wgmma 128x128 ping-pong, 2x1 clusters" },
         { 7, 0, "wgmma 128x256, 2x1 clusters" }, { 5, 7, "wgmma 128x128 ping-pong, split on 7 CTAs" },
         { 6, 10, "wgmma 128x128 ping-pong, 2x1 clusters, split on 10 CTAs" }, { 3, 5, "wgmma 128x128, split on 5 CTAs" },
-        { 2, 3, "wgmma 64x128, split on 3 CTAs" } };
-    static const char digits[] = "0123456789ab";
+        { 2, 3, "wgmma 64x128, split on 3 CTAs" }, { 4, 6, "wgmma 128x256, split on 6 CTAs" },
+        { 7, 8, "wgmma 128x256, 2x1 clusters, split on 8 CTAs" } };
+    static const char digits[] = "0123456789abcd";
     check_seed("test_gpu_gemm");
     /* LWO_TEST_WGMMA_ONLY: the wgmma passes only (the sanitizer runs look at the pipelined kernels);
        LWO_TEST_GEMM_PASSES: the passes to run, as digits (e.g. "45", "89ab") */
