@@ -85,9 +85,9 @@ int main(void) {
     const lwo_device_info *info = &ci.device;
     int s, f;
     /* LWO_BENCH_TILES: which forced tiles to time, in that order, as lwo_desc.gemm_kernels digits (default
-       "234567"); a tile named twice reports its faster time, so "567765" times three tiles in both
+       "2345678"); a tile named twice reports its faster time, so "567765" times three tiles in both
        orders (clocks fall as the card warms: what runs later runs slower) */
-    const char *tiles = getenv("LWO_BENCH_TILES") ? getenv("LWO_BENCH_TILES") : "234567";
+    const char *tiles = getenv("LWO_BENCH_TILES") ? getenv("LWO_BENCH_TILES") : "2345678";
     /* LWO_BENCH_TILE_SPLIT: lwo_desc.gemm_split while a tile is forced (the device's multiprocessor
        count: every tile that may split does, wherever its units leave a round part-filled) */
     const int tile_split = getenv("LWO_BENCH_TILE_SPLIT") ? atoi(getenv("LWO_BENCH_TILE_SPLIT")) : 0;
@@ -98,9 +98,9 @@ int main(void) {
     if (lwo_create(&desc, &ctx) != LWO_SUCCESS) { fprintf(stderr, "lwo_create: %s\n", lwo_last_error(ctx)); lwo_destroy(ctx); return 1; }
     memset(&ci, 0, sizeof ci);
     lwo_context_get_info(ctx, &ci);
-    printf("lwo bench_gemm on %s (%s)\n%-20s %-11s %9s %8s %9s %9s %9s %9s %9s %9s %9s %8s %9s %10s %9s\n", info->name, info->arch, "M x K x N", "path",
+    printf("lwo bench_gemm on %s (%s)\n%-20s %-11s %9s %8s %9s %9s %9s %9s %9s %9s %9s %8s %9s %10s %9s %9s\n", info->name, info->arch, "M x K x N", "path",
            "gemm ms", "gemm TF", "64x128", "128x128", "128x256", "pingpong", "pp 2x1", "256 2x1", "e2e ms", "e2e TF", "quant ms", "quant TB/s",
-           "no split");
+           "no split", "192 2x1");
     for (s = 0; s < 6; s++) {
         uint64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2], i;
         double flop = 2.0 * M * N * K;
@@ -119,7 +119,7 @@ int main(void) {
         for (f = 0; f < 4; f++) {
             lwo_weight_desc d;
             lwo_weight *w;
-            double tg, tn, te, tq = 0, tt[6] = { 0, 0, 0, 0, 0, 0 };
+            double tg, tn, te, tq = 0, tt[LWO__WG_TILES] = { 0 };
             int t;
             const char *c;
             if (fmts[f] == LWO_FORMAT_FP8_E4M3_W8A8 && info->cc_major * 10 + info->cc_minor < 89) continue;
@@ -133,7 +133,7 @@ int main(void) {
             if (strcmp(info->arch, "sm_90a") == 0)
                 for (c = tiles; *c; c++) {
                     double ms;
-                    if (*c < '2' || *c > '7') continue;
+                    if (*c < '2' || *c >= '2' + LWO__WG_TILES) continue;
                     t = *c - '2';
                     ctx->desc.gemm_kernels = 2 + t; ctx->desc.gemm_split = tile_split; ms = time_ms();
                     ctx->desc.gemm_kernels = 0; ctx->desc.gemm_split = 0;
@@ -151,10 +151,10 @@ int main(void) {
                 g_gemm_only = 0;
                 if ((t2 = time_ms()) < te) te = t2;
             }
-            printf("%5llux%5llux%5llu  %-11s %9.3f %8.1f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.1f %9.4f %10.2f %9.3f\n", (unsigned long long)M, (unsigned long long)K,
+            printf("%5llux%5llux%5llu  %-11s %9.3f %8.1f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.1f %9.4f %10.2f %9.3f %9.3f\n", (unsigned long long)M, (unsigned long long)K,
                    (unsigned long long)N, fmts[f] == LWO_FORMAT_BF16 ? "bf16" : fmts[f] == LWO_FORMAT_FP8_E4M3 ? "fp8 upcast" :
                    fmts[f] == LWO_FORMAT_INT8 ? "int8 w8a8" : "fp8 w8a8", tg, flop / tg * 1e-9, tt[0], tt[1], tt[2], tt[3], tt[4], tt[5], te, flop / te * 1e-9,
-                   tq, tq > 0 ? (double)M * K * 3 / tq * 1e-9 : 0.0, tn);   /* bf16 read, 8-bit written */
+                   tq, tq > 0 ? (double)M * K * 3 / tq * 1e-9 : 0.0, tn, tt[6]);   /* bf16 read, 8-bit written */
             fflush(stdout);
             lwo_weight_destroy(ctx, w);
         }

@@ -16,7 +16,7 @@ PEAK_8BIT = 1979.0  # dense int8 / fp8 TOP/s of the H200 (datasheet, ../shared/A
 LWO_ROW = re.compile(r"^\s*(\d+)x\s*(\d+)x\s*(\d+)\s+(bf16|fp8 upcast|int8 w8a8|fp8 w8a8)\s+([\d.\s]+)$")
 PEER_ROW = re.compile(r"^\s*(\d+)x\s*(\d+)x\s*(\d+)\s+(.+?)\s+([\d.]+)\s+([\d.]+)\s*$")
 LWO_COLS = ("gemm_ms", "gemm_TF", "t64x128", "t128x128", "t128x256", "pingpong", "pp2x1", "c256x2x1",
-            "e2e_ms", "e2e_TF", "quant_ms", "quant_TBps", "nosplit_ms")
+            "e2e_ms", "e2e_TF", "quant_ms", "quant_TBps", "nosplit_ms", "c192x2x1")
 
 
 def parse(lines):
@@ -26,7 +26,7 @@ def parse(lines):
         m = LWO_ROW.match(line)
         if m:
             vals = [float(x) for x in m.group(5).split()]
-            if len(vals) in (len(LWO_COLS) - 1, len(LWO_COLS)):   # runs before "no split" lack it
+            if len(LWO_COLS) - 2 <= len(vals) <= len(LWO_COLS):   # older runs lack the last columns
                 lwo.setdefault(tuple(int(g) for g in m.group(1, 2, 3)), {})[m.group(4)] = dict(zip(LWO_COLS, vals))
             continue
         m = PEER_ROW.match(line)

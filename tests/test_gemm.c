@@ -416,11 +416,13 @@ static void test_validation(void) {
    CTA, so the ping-pong tile in 2x1 clusters (66 at once) wins wherever its units fill the
    multiprocessors as well as the lone tiles do; a single band of rows takes 64x128. Counting a
    cluster's round as two tiles' time (the first version) picked the lone ping-pong tile at 4608 x
-   3072. Units are whole clusters: odd tile counts round up. lwo_desc.gemm_kernels 2..7 forces.
-   The first cases are 8-bit operands; 16-bit ones have their own rates (the second table). */
+   3072. Units are whole clusters: odd tile counts round up. The 192 x 192 pair takes the M = 4608
+   shapes, whose 2.9 or 11.6 rounds of it fill the multiprocessors better than any other tile's
+   (measured faster at each). lwo_desc.gemm_kernels 2..8 forces. The first cases are 8-bit operands;
+   16-bit ones have their own rates (the second table). */
 static void test_wg_tiles(void) {
     static const struct { uint64_t M, N; const char *want; } cases[] = {
-        { 4608, 3072, "wgpp2" }, { 8192, 8192, "wgpp2" }, { 1024, 12288, "wgpp2" }, { 4608, 12288, "wgpp2" },
+        { 4608, 3072, "wg192c2" }, { 8192, 8192, "wgpp2" }, { 1024, 12288, "wgpp2" }, { 4608, 12288, "wg192c2" },
         { 256, 3072, "wg64" }, { 64, 3072, "wg64" } };
     lwo_context c;
     size_t i;
@@ -437,7 +439,8 @@ static void test_wg_tiles(void) {
        1.387 ms against the 2x1 ping-pong's 1.520), the 2x1 ping-pong tile at 6.55 rounds of it */
     {
         static const struct { uint64_t M, N; const char *want; } wide[] = {
-            { 8192, 8192, "wg256" }, { 4608, 9216, "wg256" }, { 4608, 3072, "wgpp2" }, { 256, 3072, "wg64" } };
+            { 8192, 8192, "wg256" }, { 4608, 9216, "wg256" }, { 4608, 3072, "wg192c2" }, { 4608, 12288, "wg192c2" },
+            { 1024, 12288, "wg256" }, { 256, 3072, "wg64" } };
         for (i = 0; i < sizeof wide / sizeof *wide; i++) {
             const char *got = lwo__gemm_wg_tile(&c, wide[i].M, wide[i].N, 6144, 1, 0)->suffix;
             CHECK(strcmp(got, wide[i].want) == 0, "16-bit %llu x %llu: tile %s, want %s", (unsigned long long)wide[i].M,
@@ -452,7 +455,14 @@ static void test_wg_tiles(void) {
         CHECK(lwo__gemm_wg_tile(&c, 4608, 3072, 3072, 1, 0) == &lwo__wg_tiles[i - 2], "gemm_kernels %d forces tile %d", (int)i, (int)i - 2);
     }
     c.desc.gemm_kernels = 2 + LWO__WG_TILES;   /* past the table: chosen by shape */
-    CHECK(strcmp(lwo__gemm_wg_tile(&c, 4608, 3072, 3072, 0, 1)->suffix, "wgpp2") == 0, "gemm_kernels past the table");
+    CHECK(strcmp(lwo__gemm_wg_tile(&c, 4608, 3072, 3072, 0, 1)->suffix, "wg192c2") == 0, "gemm_kernels past the table");
+    c.desc.gemm_kernels = 0;
+    /* forced splits (tests) pick only tiles that can split; a call that may not split still may take it */
+    c.desc.gemm_split = 8;
+    CHECK(lwo__wg_can_split(lwo__gemm_wg_tile(&c, 4608, 3072, 3072, 1, 1)), "gemm_split 8: a tile that splits");
+    CHECK(lwo__wg_can_split(lwo__gemm_wg_tile(&c, 4608, 3072, 3072, 1, 0)), "gemm_split 8, 16-bit: a tile that splits");
+    c.desc.gemm_split = 0;
+    CHECK(!lwo__wg_can_split(&lwo__wg_tiles[6]) && lwo__wg_can_split(&lwo__wg_tiles[2]), "192 x 192 cannot split, 128 x 256 can");
 }
 
 /* The split tail's extent (lwo__wg_rounds): the last two rounds' units, P to 2P - 1 of them (the

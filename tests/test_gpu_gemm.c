@@ -220,7 +220,7 @@ static void run_suite(const lwo_device_info *info) {
     }
 }
 
-/* One Hopper tile forced (lwo_desc.gemm_kernels 2..7): its edges, a persistent grid with more tiles
+/* One Hopper tile forced (lwo_desc.gemm_kernels 2..8): its edges, a persistent grid with more tiles
    than multiprocessors and a last group of row tiles shorter than the others (2500 rows), an odd
    number of row and of column tiles (300 x 520: a cluster's unit with tiles wholly past M or N),
    and a drawn shape, every format. */
@@ -240,9 +240,10 @@ static void run_tile_suite(void) {
 
 /* Each kernel family lwo has for the device: on sm_90a the wgmma kernels (the default, its tile
    chosen per shape), the mma.sync ones (lwo_desc.gemm_kernels = 1), then each wgmma tile forced
-   (passes 2 to 7), then the tiles that split their last rounds along K forced to split on a grid of
+   (passes 2 to 7, and e), then the tiles that split their last rounds along K forced to split on a grid of
    a few CTAs (lwo_desc.gemm_split), so that small shapes have units cut in two and in three, and
-   CTAs that add one helper's sums or two (passes 8 to d); elsewhere only the default, which is
+   CTAs that add one helper's sums or two (passes 8 to d), then the 192 x 192 tile (pass e, which
+   never splits: its slot would not fit the split area's); elsewhere only the default, which is
    mma.sync. */
 int main(void) {
     lwo_desc desc;
@@ -255,8 +256,8 @@ int main(void) {
         { 7, 0, "wgmma 128x256, 2x1 clusters" }, { 5, 7, "wgmma 128x128 ping-pong, split on 7 CTAs" },
         { 6, 10, "wgmma 128x128 ping-pong, 2x1 clusters, split on 10 CTAs" }, { 3, 5, "wgmma 128x128, split on 5 CTAs" },
         { 2, 3, "wgmma 64x128, split on 3 CTAs" }, { 4, 6, "wgmma 128x256, split on 6 CTAs" },
-        { 7, 8, "wgmma 128x256, 2x1 clusters, split on 8 CTAs" } };
-    static const char digits[] = "0123456789abcd";
+        { 7, 8, "wgmma 128x256, 2x1 clusters, split on 8 CTAs" }, { 8, 0, "wgmma 192x192, 2x1 clusters" } };
+    static const char digits[] = "0123456789abcde";
     check_seed("test_gpu_gemm");
     /* LWO_TEST_WGMMA_ONLY: the wgmma passes only (the sanitizer runs look at the pipelined kernels);
        LWO_TEST_GEMM_PASSES: the passes to run, as digits (e.g. "45", "89ab") */
