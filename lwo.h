@@ -3970,10 +3970,12 @@ static int lwo__gemm_kind(lwo_dtype t) {
    area's are zeroed on the stream of the GEMM that made it (or by lwo_streaming_plan, which lays the
    arena out again). Before any plan the first GEMM that splits makes it, where the arena has room,
    and not inside a capture (lwo_linear's graphs count their kernels); after a plan it exists only
-   if the plan reserved it. A GEMM that finds none does not split. */
+   if the plan reserved it. A GEMM that finds none does not split. LWO__SPLIT_SLOT: a CTA's partial
+   sums, in elements (kernels.cuh.inc's SPLIT test has the same bound). */
+#define LWO__SPLIT_SLOT (128u * 256u)
 static uint64_t lwo__split_bytes(const lwo_context *ctx) {
     const uint64_t n = (uint64_t)(ctx->info.sm_count > 0 ? ctx->info.sm_count : 0);
-    return (16 * n + 255) / 256 * 256 + n * 128 * 256 * 4;
+    return (16 * n + 255) / 256 * 256 + n * LWO__SPLIT_SLOT * 4;
 }
 static lwo_result lwo__split_zero(lwo_context *ctx, lwo__CUstream cs) {
     LWO__CU(ctx, cuMemsetD32Async(ctx->arena + ctx->split_off, 0, (size_t)ctx->info.sm_count * 4, cs));
@@ -4028,35 +4030,37 @@ static lwo_result lwo__tensor_map(lwo_context *ctx, void *map, lwo__CUdeviceptr 
 
 /* The Hopper GEMM's tiles (kernels.cuh.inc, LWO_GEMM_WG_KERNELS): BM x BN, consumer warpgroups, the
    cluster's CTAs along M and N (cm x cn), and rate: the tile's speed per multiply-add relative to
-   the cooperative 128 x 128, for 16-bit operands and for 8-bit ones, measured on the H200 (NOTES.md:
-   forced tiles timed back to back at the benchmark's shapes). 8-bit: 128 x 256 measured no faster
-   than 128 x 128 (0.96-1.08x); 64 x 128 is 0.75-0.8x; the ping-pong 128 x 128 0.96-1.11x (most where
-   K is short and the epilogue it hides is a larger part); in 2x1 clusters (B shared: a quarter
-   fewer bytes through L2) the ping-pong tile measured 0.98-1.10x of itself alone, timed in
-   alternating order (8192^3 int8 0.826 vs 0.873 ms), and its 1.26 makes it the choice wherever its
-   units fill the SMs as well as another's; the clustered 128 x 256 tile was slower than both at
-   every shape (0.80-0.95x). 16-bit MMAs run at half the rate on the same bytes, so the ping-pong
-   tile's hidden epilogue and the clusters' saved L2 bytes matter less and the wide tile's fewer
-   shared-memory reads per multiply-add (m64n256) more: 128 x 256 measured 1.03-1.10x of 128 x 128,
-   the ping-pong tiles 0.97-1.06x, the clustered 128 x 256 1.05x (session 21; bf16 8192^3: 128 x 256
-   1.387 ms against the 2x1 ping-pong's 1.520). The 192 x 192 tile in 2x1 clusters (three consumer
-   warpgroups; cuBLAS's choice at the DiT shapes) fills 132 multiprocessors in 2.9 rounds at 4608 x
-   3072 where 128 x 256 takes 3.3 (4) and the 2x1 ping-pong 6.6 (7); measured (H100, forced, one run):
-   bf16 0.117 / 0.453 / 0.429 ms at 4608 x 3072 x 3072 / x 12288 / 4608 x 12288 x 3072 against the
-   best other tile's 0.141 / 0.479 / 0.503, int8 0.066 / 0.239 / 0.216 against 0.075 / 0.260 / 0.261,
-   but at 8192^3 behind 128 x 256 (bf16 1.486 against 1.405, int8 0.728 against 0.706): per round of
-   its area it runs as fast as 128 x 256 (16-bit 1.08), and for 8-bit operands 1.32, which keeps
-   the ping-pong pair at 8192^3 (H200-measured) and takes every M = 4608 shape. It never splits (its
-   slot would not fit the split area's). */
+   the cooperative 128 x 128, for 16-bit operands and for 8-bit ones (NOTES.md: forced tiles timed
+   back to back at the benchmark's shapes). 8-bit, H200: 64 x 128 0.75-0.8x; the ping-pong 128 x 128
+   0.96-1.11x (most where K is short and the epilogue it hides is a larger part), 1.26 in 2x1
+   clusters (B shared: a quarter fewer bytes through L2); the clustered 128 x 256 0.80-0.95x. 8-bit,
+   H100 (session 27, power-capped at about 1450 MHz under int8): 128 x 256 1.10-1.33x, ahead of the
+   2x1 ping-pong at 8192^3 (int8 0.704 against 0.828 ms, fp8 0.744 against 0.829), which the H200
+   timed level with it; so 128 x 256 has 1.32 and takes 8192^3 and the 1024-row shapes on both.
+   16-bit MMAs run at half the rate on the same bytes, so the ping-pong tile's hidden epilogue and
+   the clusters' saved L2 bytes matter less and the wide tile's fewer shared-memory reads per
+   multiply-add (m64n256) more: 128 x 256 measured 1.03-1.10x of 128 x 128, the ping-pong tiles
+   0.97-1.06x, the clustered 128 x 256 1.05x (session 21; bf16 8192^3: 128 x 256 1.387 ms against
+   the 2x1 ping-pong's 1.520). The 192 x 192 tile in 2x1 clusters (three consumer warpgroups;
+   cuBLAS's choice at the DiT shapes) fills 132 multiprocessors in 2.9 rounds at 4608 x 3072 where
+   128 x 256 takes 3.3 (4) and the 2x1 ping-pong 6.6 (7); measured (H100, forced, one run): bf16
+   0.117 / 0.453 / 0.429 ms at 4608 x 3072 x 3072 / x 12288 / 4608 x 12288 x 3072 against the best
+   other tile's 0.141 / 0.479 / 0.503, int8 0.066 / 0.239 / 0.216 against 0.075 / 0.260 / 0.261,
+   but at 8192^3 behind 128 x 256 (bf16 1.486 against 1.405, int8 0.728 against 0.706): per round
+   of its area it runs as fast as 128 x 256 for 16-bit operands and 3% faster for 8-bit ones, which
+   gives it the qkv shape 4608 x 9216 x 3072 (10 rounds of 128 x 256, 9 of it; the int8 stack of
+   bench-stream 23.2 ms a pass with it there against 23.5-24.0 with 128 x 256, three alternating
+   runs, H100) and leaves 8192^3 to 128 x 256. It never splits (its slot would not fit the split
+   area's). */
 typedef struct lwo__wg_tile { const char *suffix; unsigned bm, bn, cwg, cm, cn, bk; double rate[2]; /* 16-bit, 8-bit */ } lwo__wg_tile;
 static const lwo__wg_tile lwo__wg_tiles[LWO__WG_TILES] = {
     { "wg64", 64, 128, 1, 1, 1, 128, { 0.78, 0.78 } }, { "wg128", 128, 128, 2, 1, 1, 128, { 1.0, 1.0 } },
-    { "wg256", 128, 256, 2, 1, 1, 128, { 1.08, 1.0 } }, { "wgpp", 128, 128, 2, 1, 1, 128, { 1.0, 1.2 } },
+    { "wg256", 128, 256, 2, 1, 1, 128, { 1.08, 1.32 } }, { "wgpp", 128, 128, 2, 1, 1, 128, { 1.0, 1.2 } },
     { "wgpp2", 128, 128, 2, 2, 1, 128, { 1.03, 1.26 } }, { "wg256c2", 128, 256, 2, 2, 1, 64, { 1.04, 0.9 } },
-    { "wg192c2", 192, 192, 3, 2, 1, 128, { 1.08, 1.32 } } };
+    { "wg192c2", 192, 192, 3, 2, 1, 128, { 1.08, 1.36 } } };
 
 /* Whether a tile's partial sums fit the split area's slot of 128 x 256 per CTA (lwo__split_area). */
-static int lwo__wg_can_split(const lwo__wg_tile *t) { return t->bm * t->bn <= 128 * 256; }
+static int lwo__wg_can_split(const lwo__wg_tile *t) { return t->bm * t->bn <= LWO__SPLIT_SLOT; }
 
 /* Units of work: a cluster's cm x cn tiles at a time. */
 static uint64_t lwo__wg_units(const lwo__wg_tile *t, uint64_t M, uint64_t N) {
