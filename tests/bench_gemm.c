@@ -1,5 +1,8 @@
 /* bench_gemm.c - lwo_linear per path: ms and TFLOP/s (median of 20 after 3 warm-up runs, CUDA events).
    "e2e" is lwo_linear as called (W8A8: per-token quantization + GEMM; fp8 upcast: upcast + GEMM).
+   "stored e2e" (fp8 upcast only) is the
+   same call with the GEMM reading the fp8 codes as stored (lwo_desc.gemm_kernels 9, sm_90a), and
+   the forced tiles' columns of that row are such GEMMs alone.
    "gemm" is the GEMM alone on already-prepared operands (the internal lwo__gemm), with the tile
    lwo picks; on sm_90a the GEMM is also timed with each Hopper tile forced (lwo_desc.gemm_kernels
    2 to 7), so the tile table in lwo__gemm_wg_tile can be checked against measurements. "quant" is the
@@ -42,7 +45,12 @@ static lwo_result one(void) {
         g.M = M; g.N = w->rows; g.y = g_y->ptr; g.y_kind = 2;
         switch (w->format) {
         case LWO_FORMAT_BF16: case LWO_FORMAT_F16: g.b = w->data->ptr; break;
-        case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E5M2: g.b = ws; g.may_split = 1; break;   /* the upcast W */
+        case LWO_FORMAT_FP8_E4M3: case LWO_FORMAT_FP8_E5M2:   /* the codes as stored, or the upcast W */
+            g.may_split = 1;
+            if (lwo__gemm_fp8_ok(ctx, M, g.N, w->data->ptr, g.y)) {
+                g.b = w->data->ptr; g.b_fp8 = w->format == LWO_FORMAT_FP8_E5M2 ? 2 : 1; g.b_scales = w->scales->ptr;
+            } else g.b = ws;
+            break;
         default:   /* W8A8: x quantized into the workspace, its row scales after the codes */
             g.op = w->format == LWO_FORMAT_INT8 ? LWO_DTYPE_I8 : LWO_DTYPE_F8_E4M3;
             g.a = ws; g.lda = g.a_k = Kp; g.b = w->data->ptr; g.may_split = 1;
@@ -98,9 +106,9 @@ int main(void) {
     if (lwo_create(&desc, &ctx) != LWO_SUCCESS) { fprintf(stderr, "lwo_create: %s\n", lwo_last_error(ctx)); lwo_destroy(ctx); return 1; }
     memset(&ci, 0, sizeof ci);
     lwo_context_get_info(ctx, &ci);
-    printf("lwo bench_gemm on %s (%s)\n%-20s %-11s %9s %8s %9s %9s %9s %9s %9s %9s %9s %8s %9s %10s %9s %9s\n", info->name, info->arch, "M x K x N", "path",
+    printf("lwo bench_gemm on %s (%s)\n%-20s %-11s %9s %8s %9s %9s %9s %9s %9s %9s %9s %8s %9s %10s %9s %9s %9s\n", info->name, info->arch, "M x K x N", "path",
            "gemm ms", "gemm TF", "64x128", "128x128", "128x256", "pingpong", "pp 2x1", "256 2x1", "e2e ms", "e2e TF", "quant ms", "quant TB/s",
-           "no split", "192 2x1");
+           "no split", "192 2x1", "stored e2e");
     for (s = 0; s < 6; s++) {
         uint64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2], i;
         double flop = 2.0 * M * N * K;
@@ -119,7 +127,7 @@ int main(void) {
         for (f = 0; f < 4; f++) {
             lwo_weight_desc d;
             lwo_weight *w;
-            double tg, tn, te, tq = 0, tt[LWO__WG_TILES] = { 0 };
+            double tg, tn, te, tq = 0, tc = 0, tt[LWO__WG_TILES] = { 0 };
             int t;
             const char *c;
             if (fmts[f] == LWO_FORMAT_FP8_E4M3_W8A8 && info->cc_major * 10 + info->cc_minor < 89) continue;
@@ -146,22 +154,25 @@ int main(void) {
                 if ((t2 = time_ms()) < tg) tg = t2;
             }
             if (fmts[f] == LWO_FORMAT_INT8 || fmts[f] == LWO_FORMAT_FP8_E4M3_W8A8) { g_gemm_only = 2; tq = time_ms(); }
+            if (fmts[f] == LWO_FORMAT_FP8_E4M3 && strcmp(info->arch, "sm_90a") == 0) {
+                g_gemm_only = 0; ctx->desc.gemm_kernels = LWO__GEMM_FP8_STORED; tc = time_ms(); ctx->desc.gemm_kernels = 0;
+            }
             {
                 double t2;
                 g_gemm_only = 0;
                 if ((t2 = time_ms()) < te) te = t2;
             }
-            printf("%5llux%5llux%5llu  %-11s %9.3f %8.1f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.1f %9.4f %10.2f %9.3f %9.3f\n", (unsigned long long)M, (unsigned long long)K,
+            printf("%5llux%5llux%5llu  %-11s %9.3f %8.1f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.1f %9.4f %10.2f %9.3f %9.3f %9.3f\n", (unsigned long long)M, (unsigned long long)K,
                    (unsigned long long)N, fmts[f] == LWO_FORMAT_BF16 ? "bf16" : fmts[f] == LWO_FORMAT_FP8_E4M3 ? "fp8 upcast" :
                    fmts[f] == LWO_FORMAT_INT8 ? "int8 w8a8" : "fp8 w8a8", tg, flop / tg * 1e-9, tt[0], tt[1], tt[2], tt[3], tt[4], tt[5], te, flop / te * 1e-9,
-                   tq, tq > 0 ? (double)M * K * 3 / tq * 1e-9 : 0.0, tn, tt[6]);   /* bf16 read, 8-bit written */
+                   tq, tq > 0 ? (double)M * K * 3 / tq * 1e-9 : 0.0, tn, tt[6], tc);   /* bf16 read, 8-bit written */
             fflush(stdout);
             lwo_weight_destroy(ctx, w);
         }
         lwo_tensor_destroy(ctx, x); lwo_tensor_destroy(ctx, y);
         free(wf); free(xh);
     }
-    for (f = 0; f < 4; f++)
+    for (f = 0; f < LWO__GEMM_VARIANTS; f++)
         for (s = 0; s < LWO__WG_TILES; s++)
             if (ctx->gemm_clusters[f][s]) printf("%s GEMMs, tile %s: %d clusters of %u CTAs at once\n", lwo__gemm_variants[f],
                                                 lwo__wg_tiles[s].suffix, ctx->gemm_clusters[f][s], lwo__wg_tiles[s].cm * lwo__wg_tiles[s].cn);

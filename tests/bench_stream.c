@@ -286,6 +286,7 @@ static void run(lwo_format fmt, const char *fname, double frac, double bw, doubl
     budget = frac >= 1.0 ? stack_bytes + ws_bytes + (512ull << 20) : frac > 0 ? minimum + (uint64_t)(frac * (double)stack_bytes) : minimum;
     d.vram_budget = budget;
     if (getenv("LWO_BENCH_OFFLOAD_STREAMS")) d.offload_streams = atoi(getenv("LWO_BENCH_OFFLOAD_STREAMS"));
+    if (getenv("LWO_BENCH_GEMM_KERNELS")) d.gemm_kernels = atoi(getenv("LWO_BENCH_GEMM_KERNELS"));
     if (lwo_create(&d, &ctx)) die("lwo_create");
     if (lwo_module_create(ctx, ops_src, "bench_ops.cu", NULL, &ops)) die("ops");
     for (b = 0; b < NB; b++)
@@ -419,7 +420,8 @@ int main(void) {
     lwo_destroy(ctx);
     ctx = NULL;
     /* LWO_BENCH_QUICK: every format resident and at the minimum, bf16 also half resident;
-       LWO_BENCH_FORMATS=int8,fp8w8a8: only those; LWO_BENCH_OFFLOAD_STREAMS: lwo_desc.offload_streams */
+       LWO_BENCH_FORMATS=int8,fp8w8a8: only those; LWO_BENCH_OFFLOAD_STREAMS: lwo_desc.offload_streams;
+       LWO_BENCH_GEMM_KERNELS: lwo_desc.gemm_kernels (9: fp8 upcast weights read as stored) */
     for (f = 0; f < 4; f++) {
         compute = 0;
         for (b = 0; b < 3; b++) {

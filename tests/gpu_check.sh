@@ -34,6 +34,16 @@ row() {  # part PASS|FAIL seconds headline
   TABLE+="| $1 | $2 | $3 | $4 |"$'\n'
   printf '%-14s %-4s %5ss  %s\n' "$1" "$2" "$3" "$4"
   [ "$2" = PASS ] || nfail=$((nfail + 1))
+  checkpoint
+}
+# after every row, what passed so far goes to $OUT: a device call cut off by its time limit still
+# returns the table and, while nothing failed, a partial stamp of the parts done (gpu_stamp.py merge
+# joins it with a later run of the rest)
+checkpoint() {
+  [ -n "$R" ] || return 0
+  printf '%s' "$TABLE" >"$R/gpu-check-table.md"
+  [ $nfail -eq 0 ] && python3 tests/gpu_stamp.py part "$R/gpu-check-table.md" "${gpu:-unknown}" "$R/gpu-check-part.txt" >/dev/null 2>&1
+  return 0
 }
 # run NAME TIMEOUT LOG CMD...: the command under a timeout, its output in LOG; sets rc and secs
 run() {
@@ -116,8 +126,9 @@ if has bench; then
 fi
 if has bench-gemm; then
   run bench-gemm 300 "$O/bench-gemm.log" make -s bench-gemm
-  g=$(grep -E '^\| 8192x8192x8192 ' "$O/bench-gemm.log" | tail -n 1 | cut -d'|' -f3-6 | tr -s ' ')
-  if [ $rc -eq 0 ] && [ -n "$g" ]; then row bench-gemm PASS $secs "8192^3 ms: int8 / _int_mm; TOP/s; fp8 / _scaled_mm; W8A8 e2e int8 / fp8 / F.linear bf16: ${g//|/;}"
+  g=$(grep -E '^\| 8192x8192x8192 ' "$O/bench-gemm.log" | head -n 1 | cut -d'|' -f3-6 | tr -s ' ')
+  u=$(grep -E '^\| 8192x8192x8192 ' "$O/bench-gemm.log" | sed -n 2p | cut -d'|' -f3,4 | tr -s ' ')
+  if [ $rc -eq 0 ] && [ -n "$g" ]; then row bench-gemm PASS $secs "8192^3 ms: int8 / _int_mm; TOP/s; fp8 / _scaled_mm; W8A8 e2e int8 / fp8 / F.linear bf16: ${g//|/;}; fp8 upcast weight e2e / through a copy / lwo bf16 / F.linear: ${u//|/;}"
   else row bench-gemm FAIL $secs "exit $rc: $(grep -m 2 -E 'bench_gemm:|failed|Error' "$O/bench-gemm.log" | cut -c1-200 | tr '\n|' ' /')"; fi
 fi
 if has bench-stream; then

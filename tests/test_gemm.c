@@ -465,6 +465,60 @@ static void test_wg_tiles(void) {
     CHECK(!lwo__wg_can_split(&lwo__wg_tiles[6]) && lwo__wg_can_split(&lwo__wg_tiles[2]), "192 x 192 cannot split, 128 x 256 can");
 }
 
+/* fp8 upcast weights read as stored (sm_90a): when lwo_linear may, that every Hopper tile keeps at
+   least three stages beside the staging slots, and the conversion's arithmetic (kernels.cuh.inc,
+   lwo_fp8x2_to_16x2: the code's exponent and mantissa under the target's fields, the sign back,
+   times a power of two) exact for every code but the NaN and infinity codes. */
+static double check_half_bits(uint32_t h, int f16) {
+    if (!f16) { float f; uint32_t u = h << 16; memcpy(&f, &u, 4); return f; }
+    return lwo_ref_f16_to_f32((uint16_t)h);
+}
+static void test_fp8_weight(void) {
+    lwo_context c;
+    int f16, e5, code, t;
+    memset(&c, 0, sizeof c);
+    c.info.sm_count = 132;
+    snprintf(c.info.arch, sizeof c.info.arch, "sm_90a");
+    CHECK(!lwo__gemm_fp8_ok(&c, 4608, 3072, 256, 512), "sm_90a, the default: the copy (opt-in for now)");
+    CHECK(lwo__gemm_operands(&c, LWO_FORMAT_FP8_E4M3) == LWO__OPS_16, "the default: fp8 upcast weights are 16-bit operands");
+    c.desc.gemm_kernels = LWO__GEMM_FP8_STORED;
+    CHECK(lwo__gemm_fp8_ok(&c, 4608, 3072, 256, 512), "gemm_kernels 9, aligned: read as stored");
+    CHECK(!lwo__gemm_fp8_ok(&c, 4608, 3072, 264, 512) && !lwo__gemm_fp8_ok(&c, 4608, 3072, 256, 520), "unaligned codes or y: the copy");
+    c.desc.gemm_kernels = 1;
+    CHECK(!lwo__gemm_fp8_ok(&c, 4608, 3072, 256, 512), "gemm_kernels 1: the copy");
+    c.desc.gemm_kernels = 4;
+    CHECK(lwo__gemm_fp8_ok(&c, 4608, 3072, 256, 512), "a forced tile reads as stored");
+    c.desc.gemm_kernels = LWO__GEMM_FP8_STORED;
+    CHECK(lwo__gemm_operands(&c, LWO_FORMAT_FP8_E5M2) == LWO__OPS_FP8_B && lwo__gemm_operands(&c, LWO_FORMAT_INT8) == LWO__OPS_8 &&
+          lwo__gemm_operands(&c, LWO_FORMAT_BF16) == LWO__OPS_16, "the operands of each format");
+    for (t = 0; t < 200; t++) {   /* never a ping-pong tile, whose consumers leave the conversion to three warps */
+        const uint64_t M = 1 + check_rand_u64() % 9000, N = 1 + check_rand_u64() % 13000;
+        const lwo__wg_tile *tl = lwo__gemm_wg_tile(&c, M, N, 6144, (int)(t & 1), LWO__OPS_FP8_B);
+        CHECK(!tl->pp, "fp8 B at %llu x %llu: tile %s", (unsigned long long)M, (unsigned long long)N, tl->suffix);
+    }
+    snprintf(c.info.arch, sizeof c.info.arch, "sm_89");
+    CHECK(!lwo__gemm_fp8_ok(&c, 4608, 3072, 256, 512), "sm_89: the copy");
+    c.desc.gemm_kernels = 0;
+    CHECK(lwo__gemm_operands(&c, LWO_FORMAT_FP8_E4M3) == LWO__OPS_16, "sm_89: fp8 upcast weights are 16-bit operands");
+    for (t = 0; t < LWO__WG_TILES; t++) {   /* 227 KiB: what sm_90 gives a block */
+        const lwo__wg_tile *tl = &lwo__wg_tiles[t];
+        const unsigned stage = (tl->bm + tl->bn) * tl->bk, head = lwo__wg_smem_head(tl, 1, 1);
+        CHECK(head % 1024 == 0 && 232448u >= head + 3u * stage, "tile %s with fp8 B: head %u + 3 stages of %u", tl->suffix, head, stage);
+        CHECK(head - lwo__wg_smem_head(tl, 1, 0) == LWO__WG_FP8_SLOTS * tl->bn * tl->bk / 2, "tile %s: the staging slots", tl->suffix);
+    }
+    for (f16 = 0; f16 < 2; f16++)
+        for (e5 = 0; e5 < 2; e5++)
+            for (code = 0; code < 256; code++) {
+                const int shift = f16 ? (e5 ? 0 : 1) : (e5 ? 3 : 4), pow2 = f16 ? (e5 ? 0 : 8) : (e5 ? 112 : 120);
+                const uint32_t v = (uint32_t)code << 8, r = ((v & 0x7f00u) >> shift) | (v & 0x8000u);
+                const double got = ldexp(check_half_bits(r, f16), pow2);
+                const float want = lwo_ref_fp8_to_f32((uint8_t)code, e5 ? LWO_DTYPE_F8_E5M2 : LWO_DTYPE_F8_E4M3);
+                const int special = e5 ? (code & 0x7c) == 0x7c : (code & 0x7f) == 0x7f;
+                if (special) continue;
+                CHECK(got == (double)want, "%s -> %s code 0x%02x: %g, want %g", e5 ? "e5m2" : "e4m3", f16 ? "f16" : "bf16", code, got, (double)want);
+            }
+}
+
 /* The split tail's extent (lwo__wg_rounds): the last two rounds' units, P to 2P - 1 of them (the
    kernel's counters and the runs' lengths count on both bounds), by default only where it saves
    time and the grid runs at least LWO__SPLIT_MIN_ROUNDS whole rounds. */
@@ -530,6 +584,7 @@ int main(void) {
     check_seed("test_gemm");
     test_wg_tiles();
     test_wg_split();
+    test_fp8_weight();
     test_i8_codes();
     test_ref_int8(5, 7, 33);
     test_ref_int8(17, 9, 200);

@@ -27,7 +27,10 @@ static const lwo_format formats[] = { LWO_FORMAT_BF16, LWO_FORMAT_F16, LWO_FORMA
    its prep and quantization bit for bit. */
 static void run_case_ex(lwo_format fmt, lwo_dtype yt, int with_bias, int with_smooth, int with_perm, int hadamard, int streamed,
                         uint64_t M, uint64_t N, uint64_t K) {
-    lwo_dtype xt = fmt == LWO_FORMAT_F16 ? LWO_DTYPE_F16 : LWO_DTYPE_BF16;
+    /* fp8 upcast weights take x in either 16-bit dtype (on sm_90a, kernels of their own for each):
+       f16 where M + N + K is odd */
+    int upcast = fmt == LWO_FORMAT_FP8_E4M3 || fmt == LWO_FORMAT_FP8_E5M2;
+    lwo_dtype xt = fmt == LWO_FORMAT_F16 || (upcast && ((M ^ N ^ K) & 1)) ? LWO_DTYPE_F16 : LWO_DTYPE_BF16;
     lwo_dtype qt = fmt == LWO_FORMAT_INT8 ? LWO_DTYPE_I8 : LWO_DTYPE_F8_E4M3;   /* W8A8: the codes */
     int w8a8 = fmt == LWO_FORMAT_INT8 || fmt == LWO_FORMAT_FP8_E4M3_W8A8, acquired = 0;
     int32_t *perm = (int32_t *)malloc(K * 4);
@@ -102,7 +105,7 @@ static void run_case_ex(lwo_format fmt, lwo_dtype yt, int with_bias, int with_sm
     lwo_tensor_download(ctx, info.data, wq, info.data->bytes);
     if (info.scales) { wsc = (float *)malloc(info.scales->bytes); lwo_tensor_download(ctx, info.scales, wsc, info.scales->bytes); }
     if (info.bias) { wb = (float *)malloc(N * 4); lwo_tensor_download(ctx, info.bias, wb, N * 4); }
-    if (fmt == LWO_FORMAT_FP8_E4M3 || fmt == LWO_FORMAT_FP8_E5M2) {
+    if (upcast) {
         wup = (unsigned char *)malloc(N * kp * 2);
         lwo_ref_convert(wq, info.data->dtype, wup, xt, N * kp, wsc[0]);
     }
@@ -158,8 +161,8 @@ static void run_case_ex(lwo_format fmt, lwo_dtype yt, int with_bias, int with_sm
     }
     {
         double e = sqrt(num / (den > 0 ? den : 1)), ue = sqrt(unum / (uden > 0 ? uden : 1));
-        printf("  %-13s y=%-4s bias=%d smooth=%d perm=%d had=%-3d str=%d M=%-5llu N=%-5llu K=%-5llu rows=%-5llu relL2(ref)=%.2e maxulp=%llu relL2(unquantized)=%.2e\n",
-               lwo_format_name(fmt), lwo_dtype_name(yt), with_bias, with_smooth, with_perm, hadamard, streamed, (unsigned long long)M, (unsigned long long)N,
+        printf("  %-13s x=%-4s y=%-4s bias=%d smooth=%d perm=%d had=%-3d str=%d M=%-5llu N=%-5llu K=%-5llu rows=%-5llu relL2(ref)=%.2e maxulp=%llu relL2(unquantized)=%.2e\n",
+               lwo_format_name(fmt), lwo_dtype_name(xt), lwo_dtype_name(yt), with_bias, with_smooth, with_perm, hadamard, streamed, (unsigned long long)M, (unsigned long long)N,
                (unsigned long long)K, (unsigned long long)rows_checked, e, (unsigned long long)maxulp, ue);
         if (fmt == LWO_FORMAT_INT8) CHECK(maxulp <= 1, "int8 path differs from the reference by %llu ulp", (unsigned long long)maxulp);
         else CHECK(e < 1e-2, "%s: relative L2 %.3e against the reference", lwo_format_name(fmt), e);
@@ -240,11 +243,12 @@ static void run_tile_suite(void) {
 
 /* Each kernel family lwo has for the device: on sm_90a the wgmma kernels (the default, its tile
    chosen per shape), the mma.sync ones (lwo_desc.gemm_kernels = 1), then each wgmma tile forced
-   (passes 2 to 7, and e), then the tiles that split their last rounds along K forced to split on a grid of
-   a few CTAs (lwo_desc.gemm_split), so that small shapes have units cut in two and in three, and
-   CTAs that add one helper's sums or two (passes 8 to d), then the 192 x 192 tile (pass e, which
-   never splits: its slot would not fit the split area's); elsewhere only the default, which is
-   mma.sync. */
+   (passes 2 to 7, and e), then the tiles that split their last rounds along K forced to split on a
+   grid of a few CTAs (lwo_desc.gemm_split), so that small shapes have units cut in two and in
+   three, and CTAs that add one helper's sums or two (passes 8 to d), then the 192 x 192 tile (pass
+   e, which never splits: its slot would not fit the split area's), then the tile per shape with fp8
+   upcast weights read as stored (pass f; the forced tiles read them so too, the default through a
+   16-bit copy); elsewhere only the default, which is mma.sync. */
 int main(void) {
     lwo_desc desc;
     lwo_context_info ci;
@@ -256,8 +260,9 @@ int main(void) {
         { 7, 0, "wgmma 128x256, 2x1 clusters" }, { 5, 7, "wgmma 128x128 ping-pong, split on 7 CTAs" },
         { 6, 10, "wgmma 128x128 ping-pong, 2x1 clusters, split on 10 CTAs" }, { 3, 5, "wgmma 128x128, split on 5 CTAs" },
         { 2, 3, "wgmma 64x128, split on 3 CTAs" }, { 4, 6, "wgmma 128x256, split on 6 CTAs" },
-        { 7, 8, "wgmma 128x256, 2x1 clusters, split on 8 CTAs" }, { 8, 0, "wgmma 192x192, 2x1 clusters" } };
-    static const char digits[] = "0123456789abcde";
+        { 7, 8, "wgmma 128x256, 2x1 clusters, split on 8 CTAs" }, { 8, 0, "wgmma 192x192, 2x1 clusters" },
+        { 9, 0, "wgmma (tile per shape), fp8 upcast weights read as stored" } };
+    static const char digits[] = "0123456789abcdef";
     check_seed("test_gpu_gemm");
     /* LWO_TEST_WGMMA_ONLY: the wgmma passes only (the sanitizer runs look at the pipelined kernels);
        LWO_TEST_GEMM_PASSES: the passes to run, as digits (e.g. "45", "89ab") */
@@ -282,6 +287,14 @@ int main(void) {
         if (passes[pass].split || (pass == 0 && info->sm_count == 132))
             CHECK(st.gemm_splits > 0, "%s: no GEMM split its last rounds", passes[pass].name);
         printf("  %llu GEMM launches split their last rounds\n", (unsigned long long)st.gemm_splits);
+        /* on sm_90a gemm_kernels 9 and the forced tiles read fp8 upcast weights as stored; the
+           default and mma.sync take the 16-bit copy */
+        {
+            const int stored = strcmp(info->arch, "sm_90a") == 0 && passes[pass].kernels >= 2;
+            CHECK(stored ? st.gemm_fp8_weight > 0 : st.gemm_fp8_weight == 0, "%s: %llu GEMMs read fp8 weights as stored", passes[pass].name,
+                  (unsigned long long)st.gemm_fp8_weight);
+            printf("  %llu GEMM launches read fp8 weights as stored\n", (unsigned long long)st.gemm_fp8_weight);
+        }
         lwo_destroy(ctx);
     }
     return CHECK_SUMMARY();

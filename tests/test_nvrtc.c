@@ -38,7 +38,8 @@ int main(int argc, char **argv) {
     fflush(stdout);
     /* every arch x (the base module + each GEMM variant); two compiles at a time, one per core */
     {
-        static const char *const variants[] = { NULL, "-DLWO_GEMM_VARIANT_bf16", "-DLWO_GEMM_VARIANT_f16", "-DLWO_GEMM_VARIANT_s8", "-DLWO_GEMM_VARIANT_e4m3" };
+        static const char *const variants[] = { NULL, "-DLWO_GEMM_VARIANT_bf16", "-DLWO_GEMM_VARIANT_f16", "-DLWO_GEMM_VARIANT_s8", "-DLWO_GEMM_VARIANT_e4m3",
+                                                 "-DLWO_GEMM_VARIANT_bf16_fp8" };
         size_t nv = only_base ? 1 : sizeof variants / sizeof *variants, v, running = 0;
         int status;
         for (i = 0; i < sizeof archs / sizeof *archs; i++) {

@@ -378,7 +378,7 @@ static void reserve_tests(void) {
             int uses_ws = lwo__format_w8a8(f) || lwo__format_upcast(f) || pad;
             M = j == 0 ? max_rows : 1 + check_rand_u64() % max_rows;
             if (lwo__linear_ws(f, M, N, Kp, pad) > rv.ws) bad++;
-            t = lwo__gemm_wg_tile(&fake, M, N, akb, uses_ws, lwo__format_w8a8(f));
+            t = lwo__gemm_wg_tile(&fake, M, N, akb, uses_ws, lwo__gemm_operands(&fake, f));
             lwo__wg_rounds(&fake, t, lwo__wg_units(t, M, N), lwo__wg_slots(&fake, t), (akb + t->bk - 1) / t->bk, uses_ws, &first);
             if (first < lwo__wg_units(t, M, N) && rv.split != lwo__split_bytes(&fake)) bad++;
         }

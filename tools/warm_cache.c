@@ -69,8 +69,9 @@ int main(int argc, char **argv) {
     if (!lwo__mkdir_p(dir)) { fprintf(stderr, "cannot create %s\n", dir); return 1; }
     printf("NVRTC %d, arch %s, cache %s\n", ctx.nvrtc.version, arch, dir);
     fflush(stdout);
-    /* job 0: lwo's module; 1-4: the GEMM variants; 5: the examples' module. One process each. */
-    for (i = 0; i < 6; i++) {
+    /* job 0: lwo's module; 1 to LWO__GEMM_VARIANTS: the GEMM variants; then the examples' module.
+       One process each. */
+    for (i = 0; i < LWO__GEMM_VARIANTS + 2; i++) {
         pid_t pid;
         if (running == jobs) { if (wait(&status) > 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) failed++; running--; }
         pid = fork();
@@ -78,7 +79,7 @@ int main(int argc, char **argv) {
         if (pid == 0) {
             int rc;
             if (i == 0) rc = warm_one(&ctx, lwo__kernel_source_parts, nparts, "lwo_kernels.cu", kopts, "base");
-            else if (i <= 4) {
+            else if (i <= LWO__GEMM_VARIANTS) {
                 char def[64];
                 const char *opts[3];
                 snprintf(def, sizeof def, "-DLWO_GEMM_VARIANT_%s", lwo__gemm_variants[i - 1]);
