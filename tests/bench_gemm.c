@@ -2,7 +2,8 @@
    "e2e" is lwo_linear as called (W8A8: per-token quantization + GEMM; fp8 upcast: upcast + GEMM).
    "stored e2e" (fp8 upcast only) is the
    same call with the GEMM reading the fp8 codes as stored (lwo_desc.gemm_kernels 9, sm_90a), and
-   the forced tiles' columns of that row are such GEMMs alone.
+   the forced tiles' columns of that row are such GEMMs alone; "regs e2e" the same with the
+   register-A kernels (lwo_desc.gemm_kernels 10).
    "gemm" is the GEMM alone on already-prepared operands (the internal lwo__gemm), with the tile
    lwo picks; on sm_90a the GEMM is also timed with each Hopper tile forced (lwo_desc.gemm_kernels
    2 to 7), so the tile table in lwo__gemm_wg_tile can be checked against measurements. "quant" is the
@@ -106,9 +107,9 @@ int main(void) {
     if (lwo_create(&desc, &ctx) != LWO_SUCCESS) { fprintf(stderr, "lwo_create: %s\n", lwo_last_error(ctx)); lwo_destroy(ctx); return 1; }
     memset(&ci, 0, sizeof ci);
     lwo_context_get_info(ctx, &ci);
-    printf("lwo bench_gemm on %s (%s)\n%-20s %-11s %9s %8s %9s %9s %9s %9s %9s %9s %9s %8s %9s %10s %9s %9s %9s\n", info->name, info->arch, "M x K x N", "path",
+    printf("lwo bench_gemm on %s (%s)\n%-20s %-11s %9s %8s %9s %9s %9s %9s %9s %9s %9s %8s %9s %10s %9s %9s %9s %9s\n", info->name, info->arch, "M x K x N", "path",
            "gemm ms", "gemm TF", "64x128", "128x128", "128x256", "pingpong", "pp 2x1", "256 2x1", "e2e ms", "e2e TF", "quant ms", "quant TB/s",
-           "no split", "192 2x1", "stored e2e");
+           "no split", "192 2x1", "stored e2e", "regs e2e");
     for (s = 0; s < 6; s++) {
         uint64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2], i;
         double flop = 2.0 * M * N * K;
@@ -127,7 +128,7 @@ int main(void) {
         for (f = 0; f < 4; f++) {
             lwo_weight_desc d;
             lwo_weight *w;
-            double tg, tn, te, tq = 0, tc = 0, tt[LWO__WG_TILES] = { 0 };
+            double tg, tn, te, tq = 0, tc = 0, tr = 0, tt[LWO__WG_TILES] = { 0 };
             int t;
             const char *c;
             if (fmts[f] == LWO_FORMAT_FP8_E4M3_W8A8 && info->cc_major * 10 + info->cc_minor < 89) continue;
@@ -155,17 +156,18 @@ int main(void) {
             }
             if (fmts[f] == LWO_FORMAT_INT8 || fmts[f] == LWO_FORMAT_FP8_E4M3_W8A8) { g_gemm_only = 2; tq = time_ms(); }
             if (fmts[f] == LWO_FORMAT_FP8_E4M3 && strcmp(info->arch, "sm_90a") == 0) {
-                g_gemm_only = 0; ctx->desc.gemm_kernels = LWO__GEMM_FP8_STORED; tc = time_ms(); ctx->desc.gemm_kernels = 0;
+                g_gemm_only = 0; ctx->desc.gemm_kernels = LWO__GEMM_FP8_STORED; tc = time_ms();
+                ctx->desc.gemm_kernels = LWO__GEMM_FP8_REGS; tr = time_ms(); ctx->desc.gemm_kernels = 0;
             }
             {
                 double t2;
                 g_gemm_only = 0;
                 if ((t2 = time_ms()) < te) te = t2;
             }
-            printf("%5llux%5llux%5llu  %-11s %9.3f %8.1f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.1f %9.4f %10.2f %9.3f %9.3f %9.3f\n", (unsigned long long)M, (unsigned long long)K,
+            printf("%5llux%5llux%5llu  %-11s %9.3f %8.1f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %8.1f %9.4f %10.2f %9.3f %9.3f %9.3f %9.3f\n", (unsigned long long)M, (unsigned long long)K,
                    (unsigned long long)N, fmts[f] == LWO_FORMAT_BF16 ? "bf16" : fmts[f] == LWO_FORMAT_FP8_E4M3 ? "fp8 upcast" :
                    fmts[f] == LWO_FORMAT_INT8 ? "int8 w8a8" : "fp8 w8a8", tg, flop / tg * 1e-9, tt[0], tt[1], tt[2], tt[3], tt[4], tt[5], te, flop / te * 1e-9,
-                   tq, tq > 0 ? (double)M * K * 3 / tq * 1e-9 : 0.0, tn, tt[6], tc);   /* bf16 read, 8-bit written */
+                   tq, tq > 0 ? (double)M * K * 3 / tq * 1e-9 : 0.0, tn, tt[6], tc, tr);   /* bf16 read, 8-bit written */
             fflush(stdout);
             lwo_weight_destroy(ctx, w);
         }

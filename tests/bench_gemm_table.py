@@ -18,7 +18,7 @@ PEAK_8BIT = 1979.0  # dense int8 / fp8 TOP/s of the H200 (datasheet, ../shared/A
 LWO_ROW = re.compile(r"^\s*(\d+)x\s*(\d+)x\s*(\d+)\s+(bf16|fp8 upcast|int8 w8a8|fp8 w8a8)\s+([\d.\s]+)$")
 PEER_ROW = re.compile(r"^\s*(\d+)x\s*(\d+)x\s*(\d+)\s+(.+?)\s+([\d.]+)\s+([\d.]+)\s*$")
 LWO_COLS = ("gemm_ms", "gemm_TF", "t64x128", "t128x128", "t128x256", "pingpong", "pp2x1", "c256x2x1",
-            "e2e_ms", "e2e_TF", "quant_ms", "quant_TBps", "nosplit_ms", "c192x2x1", "stored_e2e_ms")
+            "e2e_ms", "e2e_TF", "quant_ms", "quant_TBps", "nosplit_ms", "c192x2x1", "stored_e2e_ms", "regs_e2e_ms")
 
 
 def parse(lines):
@@ -28,7 +28,7 @@ def parse(lines):
         m = LWO_ROW.match(line)
         if m:
             vals = [float(x) for x in m.group(5).split()]
-            if len(LWO_COLS) - 3 <= len(vals) <= len(LWO_COLS):   # older runs lack the last columns
+            if len(LWO_COLS) - 4 <= len(vals) <= len(LWO_COLS):   # older runs lack the last columns
                 lwo.setdefault(tuple(int(g) for g in m.group(1, 2, 3)), {})[m.group(4)] = dict(zip(LWO_COLS, vals))
             continue
         m = PEER_ROW.match(line)
@@ -60,7 +60,9 @@ def rows(lwo, peers):
         up, bf = L.get("fp8 upcast"), L.get("bf16")
         r["up_ms"], r["up_copy_ms"] = (up or {}).get("stored_e2e_ms") or None, (up or {}).get("e2e_ms")
         r["bf16_ms"] = (bf or {}).get("gemm_ms")
+        r["up_regs_ms"] = (up or {}).get("regs_e2e_ms") or None
         r["up_copy_x"] = ratio(r["up_copy_ms"], r["up_ms"])
+        r["regs_copy_x"] = ratio(r["up_copy_ms"], r["up_regs_ms"])
         r["up_bf16_x"] = ratio(r["bf16_ms"], r["up_ms"])
         r["up_linear_x"] = ratio(r["linear_ms"], r["up_ms"])
         out.append(r)
@@ -84,12 +86,12 @@ def table(lwo, peers):
                      f"{fmt(r['w8a8_ms'], '.3f')} / {fmt(r['w8a8_fp8_ms'], '.3f')} / {fmt(r['linear_ms'], '.3f')} "
                      f"({fmt(r['w8a8_x'], '.2f')}x / {fmt(r['w8a8_fp8_x'], '.2f')}x) |")
     lines += ["", "| M x K x N | fp8 weight, bf16 x: read as stored / through a bf16 copy / lwo bf16 GEMM / bf16 `F.linear` ms | "
-              "vs copy / vs lwo bf16 / vs `F.linear` |", "| --- | --- | --- |"]
+              "vs copy / vs lwo bf16 / vs `F.linear` | register A ms (vs copy) |", "| --- | --- | --- | --- |"]
     for r in rows(lwo, peers):
         M, K, N = r["shape"]
         lines.append(f"| {M}x{K}x{N} | {fmt(r['up_ms'], '.3f')} / {fmt(r['up_copy_ms'], '.3f')} / {fmt(r['bf16_ms'], '.3f')} / "
                      f"{fmt(r['linear_ms'], '.3f')} | {fmt(r['up_copy_x'], '.2f')}x / {fmt(r['up_bf16_x'], '.2f')}x / "
-                     f"{fmt(r['up_linear_x'], '.2f')}x |")
+                     f"{fmt(r['up_linear_x'], '.2f')}x | {fmt(r['up_regs_ms'], '.3f')} ({fmt(r['regs_copy_x'], '.2f')}x) |")
     return "\n".join(lines)
 
 
@@ -99,7 +101,7 @@ M x K x N            path          gemm ms  gemm TF    64x128   128x128   128x25
  4608x 3072x 3072  int8 w8a8       0.077   1123.3     0.000     0.000     0.000     0.081     0.078     0.100     0.093    931.4    0.0206       2.06
  4608x 3072x 3072  fp8 w8a8        0.078   1112.8     0.000     0.000     0.000     0.080     0.077     0.097     0.093    934.5    0.0185       2.29
  8192x 8192x 8192  bf16            1.788    614.9     0.000     0.000     0.000     1.927     1.719     1.718     1.590    691.3    0.0000       0.00
- 8192x 8192x 8192  fp8 upcast      1.432    767.8     0.000     0.000     0.000     0.000     0.000     0.000     1.457    754.6    0.0000       0.00     1.431     1.500     1.440
+ 8192x 8192x 8192  fp8 upcast      1.432    767.8     0.000     0.000     0.000     0.000     0.000     0.000     1.457    754.6    0.0000       0.00     1.431     1.500     1.440     1.400
  8192x 8192x 8192  int8 w8a8       0.771   1425.9     0.000     0.000     0.000     0.879     0.833     0.907     0.828   1328.2    0.0794       2.54
  8192x 8192x 8192  fp8 w8a8        0.798   1377.4     0.000     0.000     0.000     0.934     0.877     0.966     0.850   1294.0    0.0720       2.79
 peers on NVIDIA H200 (torch 2.11.0+cu130)
@@ -142,8 +144,8 @@ def check():
     ok("| 8192x8192x8192 | 0.771 / 1.396 (1.81x) | 1426 (72%) | 0.798 / 0.792 (0.99x) |" in text, "the table's 8192^3 row")
     ok(abs(big["up_copy_x"] - 1.457 / 1.440) < 1e-12 and abs(big["up_linear_x"] - 1.510 / 1.440) < 1e-12, "fp8 upcast ratios")
     ok(abs(big["up_bf16_x"] - 1.788 / 1.440) < 1e-12, "fp8 upcast against lwo's bf16 GEMM")
-    ok("| 8192x8192x8192 | 1.440 / 1.457 / 1.788 / 1.510 | 1.01x / 1.24x / 1.05x |" in text, "the fp8 upcast table's row")
-    ok(rs[1]["up_ms"] is None and "| 4608x3072x3072 | - / - / - / 0.135 | -x / -x / -x |" in text, "a shape without an fp8 upcast row")
+    ok("| 8192x8192x8192 | 1.440 / 1.457 / 1.788 / 1.510 | 1.01x / 1.24x / 1.05x | 1.400 (1.04x) |" in text, "the fp8 upcast table's row")
+    ok(rs[1]["up_ms"] is None and "| 4608x3072x3072 | - / - / - / 0.135 | -x / -x / -x | - (-x) |" in text, "a shape without an fp8 upcast row")
     ok(text.count("\n") == 8, "one line a shape present in both runs, in each table")
     print(f"{passed} passed, {failed} failed")
     return failed == 0

@@ -28,13 +28,21 @@ if ! timeout 300 wine wineboot -u </dev/null >"$W/wineboot.log" 2>&1; then
 fi
 echo "$(wine --version 2>/dev/null) prefix ready in $(( $(date +%s) - t0 )) s"
 
-# run [VAR=value...] EXE ARGS...: one program under Wine; sets out (Unix line ends) and rc
+# run [VAR=value...] EXE ARGS...: one program under Wine; sets out (Unix line ends) and rc. When
+# Wine itself fails ("wine client error": its server dropped the connection, seen once in CI while
+# the program printed nothing), the server is restarted and the program run once more: that is
+# Wine's failure, not the program's.
 run() {
-  local envs=()
+  local envs=() try
   while [[ $1 == *=* ]]; do envs+=("$1"); shift; done
   echo "== wine $*"
-  out=$(timeout 600 env "${envs[@]}" wine "$@" </dev/null 2>&1); rc=$?
-  out=$(printf '%s\n' "$out" | tr -d '\r')
+  for try in 1 2; do
+    out=$(timeout 600 env "${envs[@]}" wine "$@" </dev/null 2>&1); rc=$?
+    out=$(printf '%s\n' "$out" | tr -d '\r')
+    printf '%s' "$out" | grep -q '^wine client error' || break
+    [ $try -eq 1 ] && { echo "notice: Wine's server failed ($(printf '%s\n' "$out" | grep -m1 '^wine client error')); restarting it and running again"
+                        wineserver -k >/dev/null 2>&1; wineserver -p </dev/null >/dev/null 2>&1; }
+  done
   printf '%s\n' "$out"
 }
 # a program that ends with "N passed, N failed", counted as tests/run.sh counts

@@ -488,6 +488,18 @@ static void test_fp8_weight(void) {
     CHECK(!lwo__gemm_fp8_ok(&c, 4608, 3072, 256, 512), "gemm_kernels 1: the copy");
     c.desc.gemm_kernels = 4;
     CHECK(lwo__gemm_fp8_ok(&c, 4608, 3072, 256, 512), "a forced tile reads as stored");
+    c.desc.gemm_kernels = LWO__GEMM_FP8_REGS;
+    CHECK(lwo__gemm_fp8_ok(&c, 4608, 3072, 256, 512), "gemm_kernels 10 reads as stored");
+    {
+        lwo__gemm_args g;
+        memset(&g, 0, sizeof g);
+        g.b_fp8 = 1; g.y_kind = 2; g.N = 3072; g.kpad = 3072;
+        CHECK(lwo__gemm_wgu_ok(&g), "the register-A kernels: bf16 y, whole 16-byte rows");
+        g.y_kind = 0;
+        CHECK(!lwo__gemm_wgu_ok(&g), "f32 y: not the register-A kernels");
+        g.y_kind = 1; g.N = 3071;
+        CHECK(!lwo__gemm_wgu_ok(&g), "odd N: not the register-A kernels");
+    }
     c.desc.gemm_kernels = LWO__GEMM_FP8_STORED;
     CHECK(lwo__gemm_operands(&c, LWO_FORMAT_FP8_E5M2) == LWO__OPS_FP8_B && lwo__gemm_operands(&c, LWO_FORMAT_INT8) == LWO__OPS_8 &&
           lwo__gemm_operands(&c, LWO_FORMAT_BF16) == LWO__OPS_16, "the operands of each format");

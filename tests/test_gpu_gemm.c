@@ -248,7 +248,8 @@ static void run_tile_suite(void) {
    three, and CTAs that add one helper's sums or two (passes 8 to d), then the 192 x 192 tile (pass
    e, which never splits: its slot would not fit the split area's), then the tile per shape with fp8
    upcast weights read as stored (pass f; the forced tiles read them so too, the default through a
-   16-bit copy); elsewhere only the default, which is mma.sync. */
+   16-bit copy), and as wgmma's register operand (pass g, where y is 16-bit); elsewhere only the
+   default, which is mma.sync. */
 int main(void) {
     lwo_desc desc;
     lwo_context_info ci;
@@ -261,8 +262,9 @@ int main(void) {
         { 6, 10, "wgmma 128x128 ping-pong, 2x1 clusters, split on 10 CTAs" }, { 3, 5, "wgmma 128x128, split on 5 CTAs" },
         { 2, 3, "wgmma 64x128, split on 3 CTAs" }, { 4, 6, "wgmma 128x256, split on 6 CTAs" },
         { 7, 8, "wgmma 128x256, 2x1 clusters, split on 8 CTAs" }, { 8, 0, "wgmma 192x192, 2x1 clusters" },
-        { 9, 0, "wgmma (tile per shape), fp8 upcast weights read as stored" } };
-    static const char digits[] = "0123456789abcdef";
+        { 9, 0, "wgmma (tile per shape), fp8 upcast weights read as stored" },
+        { 10, 0, "wgmma (tile per shape), fp8 upcast weights as the register operand" } };
+    static const char digits[] = "0123456789abcdefg";
     check_seed("test_gpu_gemm");
     /* LWO_TEST_WGMMA_ONLY: the wgmma passes only (the sanitizer runs look at the pipelined kernels);
        LWO_TEST_GEMM_PASSES: the passes to run, as digits (e.g. "45", "89ab") */
