@@ -18,7 +18,7 @@
    as the script's --score / --compare read them.
    --cpu runs the same sampler in plain C (examples/dit_ref.h: float32, sums in float64) with no
    GPU: the reference this GPU path and the PyTorch script are checked against.
-   tests/test_dit_selftest.c checks every kernel and a whole step of this file against it.
+   tests/gpu/test_dit_selftest.c checks every kernel and a whole step of this file against it.
 
    Storage formats: bf16 (weights as in the file, bf16 GEMM); int8 (W8A8: per-channel int8 weights,
    activations quantized per token); fp8 = fp8-w8a8 (e4m3 weights and per-token e4m3 activations on
@@ -358,7 +358,7 @@ static lwo_result dit_gpu_capture(dit_gpu *g, const float *x0, const int *labels
 }
 
 /* ==== the program: sampling with the graph, the stats, the outputs, main ========================= */
-#ifndef DIFFUSE_NO_MAIN   /* tests/test_dit_selftest.c includes this file for its GPU path above */
+#ifndef DIFFUSE_NO_MAIN   /* tests/gpu/test_dit_selftest.c includes this file for its GPU path above */
 static void print_stats(dit_gpu *g, int replays) {
     lwo_stats st;
     lwo_context_info ci;

@@ -442,7 +442,7 @@ __device__ __forceinline__ void dit_flash_attention_body(const dit_u16 *qkv, int
 /* head_dim 64 (32 KiB of shared memory) and 128 (64 KiB). One block an SM either way: O, S and
    Q's fragments (80 registers at 64, 128 at 128) with the copies' and ldmatrix addresses come to
    140-150 registers at 64 and 200-240 at 128 (ptxas, sm_80 .. sm_120), and a cap of 128 for two
-   blocks of 64 spills on some of those archs (tests/test_dit_kernels.c checks for spills). */
+   blocks of 64 spills on some of those archs (tests/cpu/test_dit_kernels.c checks for spills). */
 extern "C" __global__ void __launch_bounds__(256, 1) dit_flash_attention_hd64(const dit_u16 *qkv, int ld_qkv, int T, int D, float scale,
                                                                               dit_u16 *out, int ld_out) {
     dit_flash_attention_body<64>(qkv, ld_qkv, T, D, scale, out, ld_out);

@@ -1,5 +1,5 @@
 /* dit_model.h - the tiny DiT's checkpoint as the diffusion demo reads it (examples/diffuse.c, its CPU
-   reference examples/dit_ref.h, tests/test_dit_selftest.c): "tiny-dit-v1" of tools/train_tiny_dit.py,
+   reference examples/dit_ref.h, tests/gpu/test_dit_selftest.c): "tiny-dit-v1" of tools/train_tiny_dit.py,
    its architecture from the file's metadata and its linears in the order the forward pass calls
    them, every tensor checked for the dtype and shape this architecture gives it, op by op.
    Include after lwo.h. Everything here is static inline. */

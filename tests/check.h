@@ -1,5 +1,5 @@
 /* check.h - the tests' tiny harness. Each test program ends with CHECK_SUMMARY(), which prints
-   "N passed, N failed"; tests/run.sh adds the programs' lines into the final one. */
+   "N passed, N failed"; tests/tools/run.sh adds the programs' lines into the final one. */
 #ifndef LWO_CHECK_H
 #define LWO_CHECK_H
 #include <stdio.h>

@@ -605,7 +605,7 @@ def load_classifier(path, dev):
 
 
 def per_class_line(pred, labels):
-    """The line shell scripts parse (tests/score_demo.sh):
+    """The line shell scripts parse (tests/gpu/score_demo.sh):
     'per-class accuracy: 0:100.0 1:90.0 ... 9:100.0 min 90.0' (percent, one decimal)."""
     accs = [float((pred[labels == c] == c).mean()) * 100 if (labels == c).any() else float("nan")
             for c in range(NUM_CLASSES)]

@@ -1,3 +1,0 @@
-#!/usr/bin/env bash
-# The GEMM benchmark's summary script on a sample of real output (tests/bench_gemm_table.py --check).
-exec "${LWO_PY:-python3}" "$(dirname "$0")/bench_gemm_table.py" --check
